@@ -1,0 +1,315 @@
+"""Instructor reference for the embedding challenges.
+
+Every public name implements one contract of the challenge catalogue. The lines
+between ``# BEGIN SOLUTION`` and ``# END SOLUTION`` are the solution: the stub
+generator replaces each such region with ``raise NotImplementedError``, and the
+rest of this file (signatures, annotations, docstrings) is what students see.
+"""
+
+import math
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+
+
+def embedding(
+    token_ids: Int[Tensor, "..."],
+    weight: Float[Tensor, "num_embeddings embedding_dim"],
+) -> Float[Tensor, "... embedding_dim"]:
+    """Look up the rows of ``weight`` named by ``token_ids`` (stateless).
+
+    ``token_ids`` is an int64 or int32 tensor of any shape ``(...)``, 0-d and
+    zero-size included; the result has shape ``(..., embedding_dim)``, the dtype
+    of ``weight``, and is differentiable with respect to ``weight``. An ID
+    outside ``[0, num_embeddings)`` raises ``IndexError`` naming the ID, because
+    a negative ID would otherwise silently select a row from the end.
+    Library embedding layers are not allowed: this is the lookup itself.
+    """
+    # BEGIN SOLUTION
+    if token_ids.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"token_ids must be an int64 or int32 tensor, got {token_ids.dtype}")
+    num_embeddings = weight.shape[0]
+    if token_ids.device.type != "meta":
+        invalid = (token_ids < 0) | (token_ids >= num_embeddings)
+        if invalid.any():
+            bad = int(token_ids[invalid].reshape(-1)[0])
+            raise IndexError(
+                f"token id {bad} is out of range: valid ids are [0, {num_embeddings})")
+    rows = weight.index_select(0, token_ids.reshape(-1))
+    return rows.reshape(*token_ids.shape, weight.shape[1])
+    # END SOLUTION
+
+
+class Embedding(nn.Module):
+    """A learned lookup table mapping token IDs to vectors.
+
+    Holds one ``nn.Parameter`` named ``weight`` of shape
+    ``(num_embeddings, embedding_dim)``, created with the given ``device`` and
+    ``dtype`` and initialised from a normal distribution with mean 0 and
+    std 1, truncated to [-3, 3], so that every row starts at unit scale with no
+    outliers.
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, device=None, dtype=None) -> None:
+        """Create and initialise ``weight`` (``device="meta"`` must work)."""
+        super().__init__()
+        # BEGIN SOLUTION
+        self.num_embeddings = num_embeddings
+        self.embedding_dim = embedding_dim
+        self.weight = nn.Parameter(
+            torch.empty((num_embeddings, embedding_dim), device=device, dtype=dtype))
+        nn.init.trunc_normal_(self.weight, mean=0.0, std=1.0, a=-3.0, b=3.0)
+        # END SOLUTION
+
+    def forward(self, token_ids: Int[Tensor, "..."]) -> Float[Tensor, "... embedding_dim"]:
+        """Return ``weight[token_ids]`` with shape ``(..., embedding_dim)``.
+
+        Repeated IDs accumulate gradient, rows never looked up get exactly zero
+        gradient, the weights are not modified, and an ID outside
+        ``[0, num_embeddings)`` raises ``IndexError``.
+        """
+        # BEGIN SOLUTION
+        return embedding(token_ids, self.weight)
+        # END SOLUTION
+
+
+def sinusoidal_positional_encoding(
+    max_seq_len: int, embedding_dim: int, base: float = 10000.0
+) -> Float[Tensor, "max_seq_len embedding_dim"]:
+    """The fixed sinusoidal position table of "Attention Is All You Need".
+
+    ``PE[p, 2i] = sin(p / base^(2i/d))`` and ``PE[p, 2i+1] = cos(p / base^(2i/d))``
+    with ``d = embedding_dim``: sine and cosine of the same frequency sit side by
+    side, so row 0 is ``[0, 1, 0, 1, ...]``. The result has the default float
+    dtype and does not require gradient. An odd ``embedding_dim`` raises
+    ``ValueError``, because every frequency fills a (sin, cos) pair of columns.
+    """
+    # BEGIN SOLUTION
+    if embedding_dim % 2 != 0:
+        raise ValueError(
+            f"embedding_dim must be even, got {embedding_dim}: each frequency "
+            "fills a (sin, cos) pair of columns")
+    positions = torch.arange(max_seq_len, dtype=torch.float64)
+    exponents = torch.arange(0, embedding_dim, 2, dtype=torch.float64) / embedding_dim
+    angles = positions[:, None] / base ** exponents[None, :]
+    table = torch.stack((torch.sin(angles), torch.cos(angles)), dim=-1)
+    return table.reshape(max_seq_len, embedding_dim).to(torch.get_default_dtype())
+    # END SOLUTION
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Adds the fixed sinusoidal position table to its input.
+
+    Has no trainable parameters. Because the table is a formula, inputs longer
+    than ``max_seq_len`` still work: positions past it are computed as well.
+    """
+
+    def __init__(self, embedding_dim: int, max_seq_len: int = 2048, base: float = 10000.0) -> None:
+        """Prepare the table for the first ``max_seq_len`` positions (odd ``embedding_dim`` raises ``ValueError``)."""
+        super().__init__()
+        # BEGIN SOLUTION
+        self.embedding_dim = embedding_dim
+        self.max_seq_len = max_seq_len
+        self.base = base
+        table = sinusoidal_positional_encoding(max_seq_len, embedding_dim, base)
+        self.register_buffer("pe", table, persistent=False)
+        # END SOLUTION
+
+    def forward(self, x: Float[Tensor, "... seq_len embedding_dim"]) -> Float[Tensor, "... seq_len embedding_dim"]:
+        """Return ``x + PE[:seq_len]`` in the dtype of ``x``, for any ``seq_len``."""
+        # BEGIN SOLUTION
+        seq_len = x.shape[-2]
+        if seq_len <= self.max_seq_len and self.pe.dtype == x.dtype:
+            table = self.pe[:seq_len]
+        else:
+            table = sinusoidal_positional_encoding(seq_len, self.embedding_dim, self.base)
+        return x + table.to(device=x.device, dtype=x.dtype)
+        # END SOLUTION
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """A trainable vector per position, added to its input (GPT style).
+
+    Holds one ``nn.Parameter`` named ``weight`` of shape
+    ``(max_seq_len, embedding_dim)``, initialised normal with mean 0 and
+    std 0.02, small next to the token vectors it is added to.
+    """
+
+    def __init__(self, max_seq_len: int, embedding_dim: int, device=None, dtype=None) -> None:
+        """Create and initialise ``weight`` (``device="meta"`` must work)."""
+        super().__init__()
+        # BEGIN SOLUTION
+        self.max_seq_len = max_seq_len
+        self.embedding_dim = embedding_dim
+        self.weight = nn.Parameter(
+            torch.empty((max_seq_len, embedding_dim), device=device, dtype=dtype))
+        nn.init.normal_(self.weight, mean=0.0, std=0.02)
+        # END SOLUTION
+
+    def forward(self, x: Float[Tensor, "... seq_len embedding_dim"]) -> Float[Tensor, "... seq_len embedding_dim"]:
+        """Return ``x + weight[:seq_len]``; only rows ``[0, seq_len)`` receive gradient.
+
+        A learned table has no row for a position it was not built for, so
+        ``seq_len > max_seq_len`` raises ``ValueError`` naming both numbers.
+        """
+        # BEGIN SOLUTION
+        seq_len = x.shape[-2]
+        if seq_len > self.max_seq_len:
+            raise ValueError(
+                f"sequence length {seq_len} exceeds max_seq_len {self.max_seq_len}")
+        return x + self.weight[:seq_len]
+        # END SOLUTION
+
+
+class TransformerEmbedding(nn.Module):
+    """Token embedding, optional scaling, positional information and dropout in one layer.
+
+    ``forward`` computes ``dropout(s * token_embedding.weight[token_ids] + P[:seq_len])``
+    with ``s = sqrt(embedding_dim)`` when ``scale`` is true (else 1) and ``P``
+    the positional table: learned (``position_embedding.weight``), sinusoidal
+    (fixed, no parameters) or ``"none"`` (zeros). Token and learned position
+    tables start normal with mean 0 and std 0.02. ``padding_idx``, when given,
+    names a row that starts as zeros and never receives gradient.
+    ``scale=False, positional="learned"`` is the GPT-2 embedding.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        embedding_dim: int,
+        max_seq_len: int,
+        dropout: float = 0.0,
+        padding_idx: int | None = None,
+        positional: str = "learned",
+        scale: bool = True,
+        device=None,
+        dtype=None,
+    ) -> None:
+        """Build the submodules ``token_embedding`` and, for learned positions, ``position_embedding``.
+
+        Raises ``ValueError`` for a ``positional`` other than ``"learned"``,
+        ``"sinusoidal"`` or ``"none"``, a ``dropout`` outside ``[0, 1)`` and a
+        ``padding_idx`` outside ``[0, vocab_size)``.
+        """
+        super().__init__()
+        # BEGIN SOLUTION
+        if positional not in ("learned", "sinusoidal", "none"):
+            raise ValueError(
+                f"positional must be 'learned', 'sinusoidal' or 'none', got {positional!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        if padding_idx is not None and not 0 <= padding_idx < vocab_size:
+            raise ValueError(f"padding_idx must be in [0, {vocab_size}), got {padding_idx}")
+        self.vocab_size = vocab_size
+        self.embedding_dim = embedding_dim
+        self.max_seq_len = max_seq_len
+        self.dropout = dropout
+        self.padding_idx = padding_idx
+        self.positional = positional
+        self.scale = math.sqrt(embedding_dim) if scale else 1.0
+
+        self.token_embedding = Embedding(vocab_size, embedding_dim, device=device, dtype=dtype)
+        nn.init.normal_(self.token_embedding.weight, mean=0.0, std=0.02)
+        if padding_idx is not None:
+            with torch.no_grad():
+                self.token_embedding.weight[padding_idx].zero_()
+        if positional == "learned":
+            self.position_embedding = LearnedPositionalEmbedding(
+                max_seq_len, embedding_dim, device=device, dtype=dtype)
+        elif positional == "sinusoidal":
+            table = sinusoidal_positional_encoding(max_seq_len, embedding_dim)
+            self.register_buffer("pe", table.to(device=device, dtype=dtype), persistent=False)
+        # END SOLUTION
+
+    def forward(self, token_ids: Int[Tensor, "... seq_len"]) -> Float[Tensor, "... seq_len embedding_dim"]:
+        """Embed ``token_ids`` of shape ``(..., seq_len)`` into ``(..., seq_len, embedding_dim)``.
+
+        Dropout is inverted dropout in training mode and the identity in eval
+        mode. Learned positions raise ``ValueError`` for ``seq_len > max_seq_len``;
+        sinusoidal positions extend past it.
+        """
+        # BEGIN SOLUTION
+        if token_ids.dim() == 0:
+            raise ValueError("token_ids must have shape (..., seq_len), got a 0-d tensor")
+        tokens = embedding(token_ids, self.token_embedding.weight)
+        if self.padding_idx is not None:
+            is_padding = (token_ids == self.padding_idx).unsqueeze(-1)
+            tokens = torch.where(is_padding, tokens.detach(), tokens)
+        out = tokens * self.scale
+        if self.positional == "learned":
+            out = self.position_embedding(out)
+        elif self.positional == "sinusoidal":
+            seq_len = token_ids.shape[-1]
+            if seq_len <= self.pe.shape[0]:
+                table = self.pe[:seq_len]
+            else:
+                table = sinusoidal_positional_encoding(seq_len, self.embedding_dim)
+            out = out + table.to(device=out.device, dtype=out.dtype)
+        return nn.functional.dropout(out, p=self.dropout, training=self.training)
+        # END SOLUTION
+
+
+class TiedEmbeddingLM(nn.Module):
+    """Input embedding and output projection sharing one weight matrix (weight tying).
+
+    ``embedding.weight`` has shape ``(vocab_size, embedding_dim)`` and is
+    initialised like ``Embedding`` (truncated normal, std 1, cut at [-3, 3]);
+    ``lm_head.weight`` is the very same ``nn.Parameter`` object, so the model
+    has exactly ``vocab_size * embedding_dim`` parameters.
+    """
+
+    def __init__(self, vocab_size: int, embedding_dim: int, device=None, dtype=None) -> None:
+        """Build the submodules ``embedding`` and ``lm_head`` around one shared weight."""
+        super().__init__()
+        # BEGIN SOLUTION
+        self.vocab_size = vocab_size
+        self.embedding_dim = embedding_dim
+        self.embedding = Embedding(vocab_size, embedding_dim, device=device, dtype=dtype)
+        self.lm_head = nn.Linear(embedding_dim, vocab_size, bias=False, device="meta", dtype=dtype)
+        self.lm_head.weight = self.embedding.weight
+        # END SOLUTION
+
+    def forward(self, token_ids: Int[Tensor, "..."]) -> Float[Tensor, "... vocab_size"]:
+        """Return logits ``embedding(token_ids) @ weight.T`` of shape ``(..., vocab_size)``.
+
+        The shared weight receives the sum of the gradients of both uses.
+        """
+        # BEGIN SOLUTION
+        hidden = self.embedding(token_ids)
+        return self.lm_head(hidden)
+        # END SOLUTION
+
+
+class EmbeddingFunction(torch.autograd.Function):
+    """The lookup as an autograd Function with a hand-written backward.
+
+    Used as ``EmbeddingFunction.apply(token_ids, weight)``. ``forward`` returns
+    ``weight[token_ids]``; ``backward`` returns ``None`` for ``token_ids`` and,
+    for ``weight``, the upstream gradient summed into the looked-up rows
+    (repeated IDs accumulate, other rows are zero). Memory must grow with the
+    number of tokens, not with tokens x vocabulary: no one-hot matrix.
+    """
+
+    @staticmethod
+    def forward(ctx, token_ids: Int[Tensor, "..."], weight: Float[Tensor, "num_embeddings embedding_dim"]) -> Float[Tensor, "... embedding_dim"]:
+        """Return the looked-up rows and keep what ``backward`` needs."""
+        # BEGIN SOLUTION
+        rows = embedding(token_ids, weight)
+        ctx.save_for_backward(token_ids)
+        ctx.num_embeddings = weight.shape[0]
+        return rows
+        # END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad_output: Float[Tensor, "... embedding_dim"]) -> tuple[None, Float[Tensor, "num_embeddings embedding_dim"]]:
+        """Return ``(None, grad_weight)`` with ``grad_weight`` of shape ``(num_embeddings, embedding_dim)``."""
+        # BEGIN SOLUTION
+        (token_ids,) = ctx.saved_tensors
+        if not ctx.needs_input_grad[1]:
+            return None, None
+        embedding_dim = grad_output.shape[-1]
+        grad_weight = grad_output.new_zeros((ctx.num_embeddings, embedding_dim))
+        grad_weight.index_add_(0, token_ids.reshape(-1), grad_output.reshape(-1, embedding_dim))
+        return None, grad_weight
+        # END SOLUTION

@@ -1,0 +1,11 @@
+"""Grade student implementations of LLM layers against hidden references.
+
+The package is split the way the grading flows:
+spec/ loads and validates challenge YAML, cases.py turns a spec into
+hypothesis-generated inputs, worker/ runs student code in a separate process,
+runner.py executes one call (shared by the worker and the in-process
+reference), checks/ holds one generic function per check test, grading.py
+orchestrates a challenge, reporters/ render the plain-data results.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,159 @@
+"""Turn a spec's `dims` and `inputs` into hypothesis strategies of Case objects.
+
+Small tensors draw their values through hypothesis (so failures shrink to
+small IDs); large ones are filled from a drawn seed, which keeps generation
+cheap while shapes and dims still shrink.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from hypothesis import strategies as st
+
+from validator.spec.schema import Challenge, Entry, InputSpec, resolve
+
+MAX_DRAWN_VALUES = 64
+DTYPES = {"int64": torch.int64, "int32": torch.int32, "float32": torch.float32,
+          "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@dataclass
+class Case:
+    """One generated call: dims, the call arguments, and a seed for everything random."""
+
+    dims: dict[str, int]
+    inputs: dict[str, Any]
+    seed: int
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        parts = [", ".join(f"{k}={v}" for k, v in self.dims.items())]
+        for name, value in self.inputs.items():
+            parts.append(f"{name}={describe_value(value)}")
+        parts.extend(self.notes)
+        return "; ".join(p for p in parts if p)
+
+
+def describe_value(value: Any, limit: int = 24) -> str:
+    if not isinstance(value, torch.Tensor):
+        return repr(value)
+    dtype = str(value.dtype).removeprefix("torch.")
+    if value.numel() <= limit and value.device.type != "meta":
+        body = repr(value.tolist())
+        return f"tensor({body}, dtype={dtype})"
+    return f"tensor(shape={tuple(value.shape)}, dtype={dtype})"
+
+
+def merged_input(base: InputSpec, override: dict | None) -> InputSpec:
+    if not override:
+        return base
+    return InputSpec.model_validate({**base.model_dump(exclude_unset=True), **override})
+
+
+def dims_strategy(challenge: Challenge, fixed: dict[str, int] | None = None) -> st.SearchStrategy:
+    fixed = fixed or {}
+    parts = {}
+    for name, rng in challenge.dims.items():
+        if name in fixed:
+            parts[name] = st.just(int(fixed[name]))
+        elif isinstance(rng, int):
+            parts[name] = st.just(rng)
+        else:
+            parts[name] = st.integers(rng[0], rng[1])
+    for name, value in fixed.items():
+        parts.setdefault(name, st.just(int(value)))
+    return st.fixed_dictionaries(parts)
+
+
+def _shape_strategy(spec: InputSpec, dims: dict[str, int], min_side: int) -> st.SearchStrategy:
+    fixed = [None if d == "..." else int(resolve(d, dims)) for d in spec.shape]
+    if None not in fixed:
+        return st.just(tuple(fixed))
+    lead = st.lists(st.integers(min_side, spec.max_side), max_size=spec.max_leading_dims)
+    where = fixed.index(None)
+    return lead.map(lambda xs: tuple(fixed[:where]) + tuple(xs) + tuple(fixed[where + 1:]))
+
+
+@st.composite
+def _input(draw, spec: InputSpec, dims: dict[str, int]) -> tuple[Any, list[str]]:
+    notes: list[str] = []
+    if spec.type == "value":
+        return (resolve(spec.value, dims) if isinstance(spec.value, (str, int)) else spec.value), notes
+    needs_element = spec.inject is not None or spec.include or spec.repeats
+    shape = draw(_shape_strategy(spec, dims, min_side=1 if needs_element else 0))
+    numel = math.prod(shape)
+    if needs_element and numel < max(2 if spec.repeats else 1, len(spec.include)):
+        extra = max(2 if spec.repeats else 1, len(spec.include))
+        shape = tuple(shape) + (extra,) if not shape else (shape[0] * extra,) + tuple(shape[1:])
+        numel = math.prod(shape)
+    seed = draw(st.integers(0, 2**31 - 1))
+    gen = torch.Generator().manual_seed(seed)
+    if spec.type == "token_ids":
+        high = int(resolve(spec.high, dims))
+        dtype = DTYPES[spec.dtype or "int64"]
+        pool = min(high, 3) if spec.repeats else high
+        if numel <= MAX_DRAWN_VALUES:
+            values = draw(st.lists(st.integers(0, max(pool - 1, 0)), min_size=numel, max_size=numel))
+            flat = torch.tensor(values, dtype=torch.int64)
+        else:
+            flat = torch.randint(0, max(pool, 1), (numel,), generator=gen)
+        names = {**dims, "high": high}
+        for i, expr in enumerate(spec.include):
+            flat[i % numel] = int(resolve(expr, names))
+        if spec.repeats and numel >= 2:
+            flat[1] = flat[0]
+        if spec.inject is not None:
+            pos = draw(st.integers(0, numel - 1))
+            bad = int(resolve(spec.inject, names))
+            flat[pos] = bad
+            notes.append(f"ID {bad} at flat position {pos}")
+        return flat.reshape(shape).to(dtype), notes
+    dtype = DTYPES[spec.dtype] if spec.dtype else torch.get_default_dtype()
+    value = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
+    return value, notes
+
+
+@st.composite
+def case_strategy(draw, challenge: Challenge, entry: Entry, overrides: dict | None = None,
+                  fixed_dims: dict[str, int] | None = None,
+                  fixed_shapes: dict[str, list[int]] | None = None) -> Case:
+    """A strategy for the arguments of one entry, with a check's input overrides applied."""
+    overrides = overrides or {}
+    dims = draw(dims_strategy(challenge, fixed_dims))
+    inputs: dict[str, Any] = {}
+    notes: list[str] = []
+    for name in entry.call:
+        spec = merged_input(challenge.inputs[name], overrides.get(name))
+        if fixed_shapes and name in fixed_shapes:
+            spec = merged_input(spec, {"shape": list(fixed_shapes[name])})
+        value, more = draw(_input(spec, dims))
+        inputs[name] = value
+        notes.extend(more)
+    seed = draw(st.integers(0, 2**31 - 1))
+    return Case(dims=dims, inputs=inputs, seed=seed, notes=notes)
+
+
+def fixed_case(challenge: Challenge, entry: Entry, *, dims: dict[str, int] | None = None,
+               shapes: dict[str, list[int]] | None = None, seed: int = 0,
+               overrides: dict | None = None) -> Case:
+    """A single deterministic case (for statistics and performance checks)."""
+    dims = {**{k: (v if isinstance(v, int) else v[1]) for k, v in challenge.dims.items()}, **(dims or {})}
+    gen = torch.Generator().manual_seed(seed)
+    inputs: dict[str, Any] = {}
+    for name in entry.call:
+        spec = merged_input(challenge.inputs[name], (overrides or {}).get(name))
+        shape = [int(resolve(d, dims)) for d in (shapes or {}).get(name, [])] if shapes and name in shapes \
+            else [int(resolve(d, dims)) for d in spec.shape if d != "..."]
+        if spec.type == "value":
+            inputs[name] = resolve(spec.value, dims) if isinstance(spec.value, (str, int)) else spec.value
+        elif spec.type == "token_ids":
+            high = int(resolve(spec.high, dims))
+            inputs[name] = torch.randint(0, high, shape, generator=gen).to(DTYPES[spec.dtype or "int64"])
+        else:
+            dtype = DTYPES[spec.dtype] if spec.dtype else torch.get_default_dtype()
+            inputs[name] = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
+    return Case(dims=dims, inputs=inputs, seed=seed)

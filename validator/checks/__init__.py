@@ -1,0 +1,143 @@
+"""Check tests: one generic function per `test:` name, parameters validated by a model.
+
+A test is registered with :func:`register`; its pydantic model validates the
+check's extra keys when the spec is loaded. The function returns a short
+success note, or raises CheckFailed / CheckErrored with a message a student can
+act on. Property-style tests use :func:`for_all`, which shrinks failures and
+reports the minimal case.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from hypothesis import HealthCheck, given, seed as hyp_seed, settings as Settings
+from hypothesis.errors import HypothesisException
+from hypothesis.reporting import with_reporter
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from validator.context import CheckErrored, CheckFailed, Context
+from validator.spec.schema import Challenge, CheckSpec
+from validator.worker.client import WorkerFailure
+
+
+class Params(BaseModel):
+    """Base for a test's own parameters: unknown keys are spec errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class Test:
+    name: str
+    fn: Callable[[Context, CheckSpec, Any], str | None]
+    params: type[Params]
+    kinds: tuple[str, ...] = ()
+    uses_reference: bool = True
+
+
+REGISTRY: dict[str, Test] = {}
+_MODULES = ("structure", "behaviour", "gradient", "init", "constraint", "performance")
+
+
+def register(name: str, params: type[Params] = Params, *, uses_reference: bool = True):
+    def deco(fn):
+        REGISTRY[name] = Test(name, fn, params, uses_reference=uses_reference)
+        return fn
+    return deco
+
+
+def _load_all() -> None:
+    for mod in _MODULES:
+        importlib.import_module(f"validator.checks.{mod}")
+
+
+def get(name: str) -> Test:
+    if not REGISTRY:
+        _load_all()
+    return REGISTRY[name]
+
+
+def validate_check_params(challenge: Challenge) -> list[tuple[tuple, str]]:
+    """Spec-load hook: unknown tests and bad test parameters, with their locations."""
+    if not REGISTRY:
+        _load_all()
+    problems: list[tuple[tuple, str]] = []
+    for i, check in enumerate(challenge.checks):
+        test = REGISTRY.get(check.test)
+        if test is None:
+            problems.append((("checks", i, "test"), f"unknown test {check.test!r}; known tests: "
+                             + ", ".join(sorted(REGISTRY))))
+            continue
+        try:
+            params = test.params.model_validate(check.params)
+        except ValidationError as exc:
+            for err in exc.errors():
+                loc = ("checks", i) + tuple(err["loc"])
+                msg = err["msg"].removeprefix("Value error, ")
+                problems.append((loc, msg if err["type"] == "extra_forbidden" or not err["loc"]
+                                 else f"{msg} (got {err.get('input')!r})"))
+            continue
+        checker = getattr(params, "check_against", None)
+        if checker is not None:
+            for loc, msg in checker(challenge, check):
+                problems.append((("checks", i) + tuple(loc), msg))
+    return problems
+
+
+def params_of(check: CheckSpec) -> Params:
+    return get(check.test).params.model_validate(check.params)
+
+
+class _Stop(Exception):
+    """Wraps a worker failure so hypothesis replays it cheaply instead of re-running code."""
+
+
+def for_all(ctx: Context, check: CheckSpec, strategy, body: Callable[[Any], None],
+            max_examples: int | None = None) -> int:
+    """Run ``body(case)`` over generated cases; raise with the minimal failing case.
+
+    A hang or crash stops generation at once: every later example (including
+    hypothesis's shrinking replays) re-raises the first failure without calling
+    the worker again, so one infinite loop costs one timeout, not hundreds.
+    """
+    state: dict[str, Any] = {"runs": 0, "last": None, "stop": None}
+
+    def prop(case):
+        if state["stop"] is not None:
+            raise _Stop()
+        state["last"] = case
+        state["runs"] += 1
+        try:
+            body(case)
+        except WorkerFailure as exc:
+            state["stop"] = (exc, case)
+            raise _Stop() from None
+
+    settings = ctx.settings
+    if max_examples is not None:
+        settings = Settings(settings, max_examples=min(max_examples, settings.max_examples))
+    wrapped = hyp_seed(ctx.check_seed(check.id))(settings(given(strategy)(prop)))
+    try:
+        with with_reporter(lambda *_: None):
+            wrapped()
+    except _Stop:
+        exc, case = state["stop"]
+        raise CheckErrored(f"{exc}\n  input: {case.summary()}") from None
+    except (CheckFailed, CheckErrored) as exc:
+        case = state["last"]
+        raise type(exc)(f"{exc}\n  minimal failing input: {case.summary()}") from None
+    except HypothesisException as exc:
+        raise RuntimeError(f"hypothesis could not run this check: {exc}") from None
+    return state["runs"]
+
+
+def default_settings(profile: str) -> Settings:
+    from validator.profiles import get_settings
+    return get_settings(profile)
+
+
+__all__ = ["register", "get", "for_all", "Params", "REGISTRY", "validate_check_params",
+           "params_of", "CheckFailed", "CheckErrored", "HealthCheck"]

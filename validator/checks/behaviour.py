@@ -1,0 +1,124 @@
+"""Behaviour tests, differential against the reference: output shape, values, expected errors."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+from validator.cases import case_strategy
+from validator.checks import Params, for_all, register
+from validator.checks.common import CheckFailed, entry_of, run_student
+from validator.compare import mismatch, tolerance_for
+from validator.context import Context
+from validator.spec.schema import CheckSpec, ToleranceSpec
+
+
+class CaseParams(Params):
+    inputs: dict[str, dict[str, Any]] = {}
+    dims: dict[str, int] = {}
+    dtype: Optional[str] = None
+    train: bool = False
+    max_examples: Optional[int] = None
+
+    def check_against(self, challenge, check):
+        problems = []
+        for name, override in self.inputs.items():
+            if name not in challenge.inputs:
+                problems.append((("inputs", name), f"no input named {name!r} under `inputs`"))
+                continue
+            try:
+                from validator.cases import merged_input
+                merged_input(challenge.inputs[name], override)
+            except Exception as exc:  # noqa: BLE001 - report the rule that was broken
+                problems.append((("inputs", name), str(exc).splitlines()[-1]))
+        for name in self.dims:
+            if name not in challenge.dims:
+                problems.append((("dims", name), f"no dim named {name!r} under `dims`"))
+        return problems
+
+
+def strategy(ctx: Context, check: CheckSpec, p: CaseParams):
+    _, entry = entry_of(ctx, check)
+    return case_strategy(ctx.challenge, entry, p.inputs, fixed_dims=p.dims)
+
+
+def _state(ctx: Context, name: str, case, dtype: torch.dtype):
+    entry = ctx.challenge.entries[name]
+    return ctx.make_state(entry, case.dims, case.seed, dtype) if entry.kind == "module" else None
+
+
+def _both(ctx: Context, check: CheckSpec, p: CaseParams, case, want: list[str]) -> tuple[dict, dict]:
+    name, _ = entry_of(ctx, check)
+    dtype = getattr(torch, p.dtype) if p.dtype else torch.get_default_dtype()
+    call = ctx.build_call(name, case, want=want, state=_state(ctx, name, case, dtype),
+                          train=p.train, input_dtype=dtype if p.dtype else None,
+                          init_kwargs={"dtype": dtype} if p.dtype and ctx.challenge.entries[name].kind == "module" else None)
+    expected = ctx.reference_call(call)
+    got = run_student(ctx, check, call)
+    return got, expected
+
+
+@register("shape", CaseParams)
+def shape(ctx: Context, check: CheckSpec, p: CaseParams) -> str:
+    def body(case):
+        got, expected = _both(ctx, check, p, case, ["output"])
+        out, ref = got["output"], expected["output"]
+        if tuple(out.shape) != tuple(ref.shape):
+            raise CheckFailed(f"output has shape {tuple(out.shape)}, expected {tuple(ref.shape)}")
+        if out.dtype != ref.dtype:
+            raise CheckFailed(f"output dtype is {out.dtype}, expected {ref.dtype}")
+    runs = for_all(ctx, check, strategy(ctx, check, p), body, p.max_examples)
+    return f"{runs} generated inputs"
+
+
+class ValuesParams(CaseParams):
+    tolerance: Optional[dict[str, ToleranceSpec] | str] = None
+
+
+@register("values", ValuesParams)
+def values(ctx: Context, check: CheckSpec, p: ValuesParams) -> str:
+    spec_tol = p.tolerance if p.tolerance is not None else ctx.challenge.tolerance
+
+    def body(case):
+        got, expected = _both(ctx, check, p, case, ["output"])
+        ref = expected["output"]
+        atol, rtol = tolerance_for(ref.dtype, spec_tol)
+        problem = mismatch(got["output"], ref, atol=atol, rtol=rtol)
+        if problem:
+            raise CheckFailed(problem)
+    runs = for_all(ctx, check, strategy(ctx, check, p), body, p.max_examples)
+    return f"{runs} generated inputs"
+
+
+class RaisesParams(CaseParams):
+    expect: str
+    message_contains: list[str] = []
+
+
+@register("raises", RaisesParams)
+def raises(ctx: Context, check: CheckSpec, p: RaisesParams) -> str:
+    name, entry = entry_of(ctx, check)
+
+    def body(case):
+        call = ctx.build_call(name, case, want=["output"], state=_state(ctx, name, case, torch.get_default_dtype()),
+                              train=p.train)
+        ref = ctx.reference_raw(call)
+        if ref.get("ok") or p.expect not in ref["exception"]["mro"]:
+            raise RuntimeError(f"the reference does not raise {p.expect} for this case (a spec bug)")
+        got = ctx.student(call, check.timeout)
+        if got.get("ok"):
+            out = got.get("output")
+            shown = f"a tensor of shape {tuple(out.shape)}" if out is not None else "normally"
+            raise CheckFailed(f"returned {shown} instead of raising {p.expect}"
+                              + (f": {check.hint}" if check.hint else ""))
+        info = got["exception"]
+        if p.expect not in info["mro"]:
+            raise CheckFailed(f"raised {info['type']}: {info['message']}, expected {p.expect}")
+        lowered = info["message"].lower()
+        missing = [w for w in p.message_contains if str(w).lower() not in lowered]
+        if missing:
+            raise CheckFailed(f"raised {p.expect} as expected, but the message {info['message']!r} does not "
+                              f"mention {', '.join(map(str, missing))}: say what was wrong and what is allowed")
+    runs = for_all(ctx, check, strategy(ctx, check, p), body, p.max_examples)
+    return f"{runs} generated inputs raised {p.expect}"

@@ -1,0 +1,85 @@
+"""Helpers shared by check tests: probe dims, running both sides, parameter matching."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from validator.cases import Case, fixed_case
+from validator.context import CheckErrored, CheckFailed, Context, format_exception
+from validator.spec.schema import CheckSpec, Entry
+
+
+def probe_dims(ctx: Context) -> dict[str, int]:
+    """Small dims with pairwise different values, so parameter shapes identify parameters."""
+    used: set[int] = set()
+    dims = {}
+    for name, rng in ctx.challenge.dims.items():
+        if isinstance(rng, int):
+            dims[name] = rng
+            used.add(rng)
+            continue
+        lo, hi = rng
+        choice = next((v for v in range(max(lo, 3), hi + 1) if v not in used), max(lo, min(hi, 3)))
+        dims[name] = choice
+        used.add(choice)
+    return dims
+
+
+def probe_case(ctx: Context, entry: Entry, seed: int = 0) -> Case:
+    return fixed_case(ctx.challenge, entry, dims=probe_dims(ctx), seed=seed,
+                      shapes={n: [2, 3] for n, s in ctx.challenge.inputs.items()
+                              if s.shape == ["..."]})
+
+
+def entry_of(ctx: Context, check: CheckSpec) -> tuple[str, Entry]:
+    return ctx.challenge.entry_for(check)
+
+
+def run_student(ctx: Context, check: CheckSpec, call: dict, doing: str = "running your code") -> dict:
+    """Student result; an exception in student code becomes CheckErrored with its location."""
+    result = ctx.student(call, check.timeout, doing)
+    if not result.get("ok"):
+        raise CheckErrored(format_exception(result, call["entry"]))
+    return result
+
+
+def match_parameters(expected: dict[str, tuple[int, ...]], found: list[dict]) -> tuple[dict[str, str] | None, list[str]]:
+    """Map expected names to the student's: by name first, then by a unique shape."""
+    by_name = {p["name"]: p for p in found}
+    mapping: dict[str, str] = {}
+    notes: list[str] = []
+    taken: set[str] = set()
+    for name, shape in expected.items():
+        if name in by_name and tuple(by_name[name]["shape"]) == shape:
+            mapping[name] = name
+            taken.add(name)
+    for name, shape in expected.items():
+        if name in mapping:
+            continue
+        candidates = [p["name"] for p in found if tuple(p["shape"]) == shape and p["name"] not in taken]
+        if len(candidates) == 1:
+            mapping[name] = candidates[0]
+            taken.add(candidates[0])
+            notes.append(f"matched expected parameter {name!r} to your {candidates[0]!r} by its shape {shape}")
+        else:
+            return None, notes
+    return mapping, notes
+
+
+def random_like(t: torch.Tensor, seed: int, dtype: torch.dtype | None = None) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(t.shape, generator=gen, dtype=torch.float64).to(dtype or t.dtype)
+
+
+def dtype_of(name: str) -> torch.dtype:
+    return getattr(torch, name)
+
+
+def fail(message: str) -> None:
+    raise CheckFailed(message)
+
+
+__all__ = ["probe_dims", "probe_case", "entry_of", "run_student", "match_parameters",
+           "random_like", "dtype_of", "fail", "CheckFailed", "CheckErrored", "Any"]

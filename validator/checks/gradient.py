@@ -1,0 +1,198 @@
+"""Gradient tests: vjp against the reference, exact zeros, gradcheck, and purity of forward.
+
+Gradients are compared in float64 by default: summing repeated rows in a
+different order is a legitimate float32 difference, and float64 makes it
+vanish below any tolerance a real bug could hide under.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from validator.cases import case_strategy
+from validator.checks import Params, for_all, register
+from validator.checks.behaviour import CaseParams, strategy
+from validator.checks.common import CheckFailed, entry_of, run_student
+from validator.compare import mismatch, tolerance_for
+from validator.context import Context
+from validator.spec.schema import CheckSpec
+
+NOT_CONNECTED = ("the output is not connected to {what} in the autograd graph: did you use .data, "
+                 ".detach(), torch.no_grad() or build the output with torch.tensor(...)?")
+
+
+class GradientParams(CaseParams):
+    dtype: Optional[str] = "float64"
+
+
+def _grad_call(ctx: Context, check: CheckSpec, p: GradientParams, case):
+    name, entry = entry_of(ctx, check)
+    dtype = getattr(torch, p.dtype) if p.dtype else torch.get_default_dtype()
+    state = ctx.make_state(entry, case.dims, case.seed, dtype) if entry.kind == "module" else None
+    kwargs = {"dtype": dtype} if entry.kind == "module" else None
+    probe = ctx.build_call(name, case, want=["output"], state=state, train=p.train,
+                           input_dtype=dtype, init_kwargs=kwargs)
+    ref_out = ctx.reference_call(probe)["output"]
+    gen = torch.Generator().manual_seed(case.seed ^ 0x5EED)
+    grad_output = torch.randn(ref_out.shape, generator=gen, dtype=torch.float64).to(ref_out.dtype)
+    call = dict(probe, grad_output=grad_output, want=["output", "param_grads", "input_grads"])
+    return call
+
+
+def _compare_grads(ctx: Context, call: dict, got: dict, expected: dict, exact_zero_only: bool = False) -> None:
+    entry = ctx.challenge.entries[call["entry"]]
+    pairs = []
+    for pname, ref in (expected.get("param_grads") or {}).items():
+        pairs.append((f"{pname}.grad", pname, ref, (got.get("param_grads") or {}).get(pname)))
+    for i, ref in enumerate(expected.get("input_grads") or []):
+        if ref is not None:
+            arg = entry.call[i]
+            pairs.append((f"{arg}.grad", arg, ref, (got.get("input_grads") or [None] * (i + 1))[i]))
+    if not got.get("output_requires_grad"):
+        what = " and ".join(p[1] for p in pairs) or "the weights"
+        raise CheckFailed("the output does not require grad: " + NOT_CONNECTED.format(what=what))
+    for label, what, ref, grad in pairs:
+        if grad is None:
+            raise CheckFailed(f"{label} is None after backward: " + NOT_CONNECTED.format(what=what))
+        if exact_zero_only:
+            zero = ref == 0
+            leaked = (grad != 0) & zero if tuple(grad.shape) == tuple(ref.shape) else None
+            if leaked is None:
+                raise CheckFailed(f"{label} has shape {tuple(grad.shape)}, expected {tuple(ref.shape)}")
+            if leaked.any():
+                rows = sorted({int(i[0]) for i in leaked.nonzero()[:8]}) if grad.dim() else []
+                raise CheckFailed(f"{label}: {int(leaked.sum())} entries that should get exactly zero gradient "
+                                  f"are nonzero (rows {rows}): only looked-up rows may receive gradient")
+            continue
+        atol, rtol = tolerance_for(ref.dtype, ctx.challenge.tolerance if ctx.challenge.tolerance != "exact"
+                                   else "default")
+        problem = mismatch(grad, ref, atol=atol, rtol=rtol, what=label)
+        if problem:
+            raise CheckFailed(problem)
+
+
+@register("gradient", GradientParams)
+def gradient(ctx: Context, check: CheckSpec, p: GradientParams) -> str:
+    def body(case):
+        call = _grad_call(ctx, check, p, case)
+        expected = ctx.reference_call(call)
+        got = run_student(ctx, check, call)
+        _compare_grads(ctx, call, got, expected)
+    runs = for_all(ctx, check, strategy(ctx, check, p), body, p.max_examples)
+    return f"{runs} generated inputs, random upstream gradients"
+
+
+@register("untouched_rows_zero", GradientParams)
+def untouched_rows_zero(ctx: Context, check: CheckSpec, p: GradientParams) -> str:
+    def body(case):
+        call = _grad_call(ctx, check, p, case)
+        expected = ctx.reference_call(call)
+        got = run_student(ctx, check, call)
+        _compare_grads(ctx, call, got, expected, exact_zero_only=True)
+    runs = for_all(ctx, check, strategy(ctx, check, p), body, p.max_examples)
+    return f"{runs} generated inputs"
+
+
+class GradcheckParams(CaseParams):
+    dims: dict[str, int] = {}
+    max_elements: int = 96
+    eps: float = 1e-6
+    atol: float = 1e-5
+    rtol: float = 1e-3
+    probes: int = 3
+    max_examples: Optional[int] = 8
+
+
+@register("gradcheck", GradcheckParams)
+def gradcheck(ctx: Context, check: CheckSpec, p: GradcheckParams) -> str:
+    """Finite differences of the student's own forward against the student's own backward, in float64.
+
+    Run by the grader from plain tensors (the worker only evaluates), in the
+    style of torch.autograd.gradcheck's fast mode: J^T r for random r.
+    """
+    name, entry = entry_of(ctx, check)
+    f64 = torch.float64
+
+    def body(case):
+        state = ctx.make_state(entry, case.dims, case.seed, f64) if entry.kind == "module" else None
+        base = ctx.build_call(name, case, want=["output"], state=state, input_dtype=f64,
+                              init_kwargs={"dtype": f64} if entry.kind == "module" else None)
+        out = run_student(ctx, check, base)["output"]
+        if out.dtype != f64:
+            raise CheckFailed(f"in float64 the output is {out.dtype}: gradcheck needs float64 end to end")
+        # the differentiable leaves: module parameters, or inputs marked requires_grad
+        leaves: list[tuple[str, torch.Tensor]] = []
+        if state:
+            leaves += [(f"param:{k}", v) for k, v in state.items()]
+        for i, item in enumerate(base["inputs"]):
+            if item["requires_grad"]:
+                leaves.append((f"input:{i}", item["value"]))
+        total = sum(v.numel() for _, v in leaves)
+        if total == 0 or out.numel() == 0 or total > p.max_elements:
+            return
+        gen = torch.Generator().manual_seed(case.seed)
+        probes = [torch.randn(out.shape, generator=gen, dtype=f64) for _ in range(p.probes)]
+        analytic = []
+        for r in probes:
+            got = run_student(ctx, check, dict(base, grad_output=r, want=["output", "param_grads", "input_grads"]))
+            if not got.get("output_requires_grad"):
+                raise CheckFailed("the output does not require grad: " + NOT_CONNECTED.format(what="the weights"))
+            flat = []
+            for key, v in leaves:
+                kind, ident = key.split(":", 1)
+                g = (got.get("param_grads") or {}).get(ident) if kind == "param" else (got.get("input_grads") or [])[int(ident)]
+                flat.append(torch.zeros_like(v).reshape(-1) if g is None else g.reshape(-1).to(f64))
+            analytic.append(torch.cat(flat))
+        calls = []
+        for li, (key, v) in enumerate(leaves):
+            for j in range(v.numel()):
+                for sign in (1.0, -1.0):
+                    bumped = v.clone().reshape(-1)
+                    bumped[j] += sign * p.eps
+                    bumped = bumped.reshape(v.shape)
+                    kind, ident = key.split(":", 1)
+                    if kind == "param":
+                        calls.append(dict(base, state={**state, ident: bumped}))
+                    else:
+                        inputs = [dict(it) for it in base["inputs"]]
+                        inputs[int(ident)] = dict(inputs[int(ident)], value=bumped)
+                        calls.append(dict(base, inputs=inputs))
+        results = ctx.student_many(calls, check.timeout, "evaluating finite differences")
+        cols = []
+        for k in range(0, len(results), 2):
+            plus, minus = results[k], results[k + 1]
+            if not (plus.get("ok") and minus.get("ok")):
+                raise CheckFailed("forward failed on a slightly perturbed weight")
+            cols.append(((plus["output"] - minus["output"]) / (2 * p.eps)).reshape(-1))
+        jac = torch.stack(cols, dim=1)  # (out_numel, total)
+        for r, a in zip(probes, analytic):
+            numeric = jac.T @ r.reshape(-1)
+            if not torch.allclose(a, numeric, atol=p.atol, rtol=p.rtol):
+                k = int((a - numeric).abs().argmax())
+                raise CheckFailed(
+                    f"backward disagrees with finite differences of your own forward: for a random upstream "
+                    f"gradient, element {k} of the flattened gradient is {float(a[k]):.8g} analytically and "
+                    f"{float(numeric[k]):.8g} numerically (atol {p.atol:g}, rtol {p.rtol:g}): check that "
+                    "backward returns the gradient of what forward computes, accumulating repeated IDs")
+    runs = for_all(ctx, check, case_strategy(ctx.challenge, entry, p.inputs, fixed_dims=p.dims) if p.dims
+                   else strategy(ctx, check, p), body, p.max_examples)
+    return f"{runs} float64 cases, {p.probes} random directions each"
+
+
+@register("forward_pure", CaseParams, uses_reference=False)
+def forward_pure(ctx: Context, check: CheckSpec, p: CaseParams) -> str:
+    name, entry = entry_of(ctx, check)
+
+    def body(case):
+        state = ctx.make_state(entry, case.dims, case.seed, torch.get_default_dtype()) if entry.kind == "module" else None
+        call = ctx.build_call(name, case, want=["output", "params_after"], state=state, train=p.train)
+        got = run_student(ctx, check, call)
+        for pname, before in (got.get("params_before") or {}).items():
+            after = got["params_after"][pname]
+            if tuple(after.shape) != tuple(before.shape) or not torch.equal(torch.nan_to_num(after), torch.nan_to_num(before)):
+                raise CheckFailed(f"forward changed `{pname}` in place: a lookup must only read the weights "
+                                  "(an in-place op such as mul_, clamp_ or index_put_ on the parameter changes them)")
+    runs = for_all(ctx, check, strategy(ctx, check, p), body, p.max_examples)
+    return f"{runs} generated inputs"

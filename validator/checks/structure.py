@@ -1,0 +1,155 @@
+"""Structure tests: what the student's object is, its signature, its parameters, dtype and device."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from validator.checks import Params, register
+from validator.checks.common import (CheckFailed, entry_of, match_parameters, probe_case, probe_dims,
+                                     run_student)
+from validator.context import Context
+from validator.spec.schema import CheckSpec
+
+_KIND_WORDS = {"module": "an nn.Module subclass", "function": "a plain function",
+               "autograd_function": "a torch.autograd.Function subclass"}
+
+
+class SignatureParams(Params):
+    names: Optional[list[str]] = None
+
+
+@register("signature", SignatureParams, uses_reference=False)
+def signature(ctx: Context, check: CheckSpec, p: SignatureParams) -> str:
+    name, entry = entry_of(ctx, check)
+    info = ctx.entries.get(name) or {}
+    if not info.get("exists"):
+        raise CheckFailed(f"layers.py defines no {name!r}; the challenge expects {_KIND_WORDS[entry.kind]} with that name")
+    ok_kind = {"module": info.get("is_module_class"), "autograd_function": info.get("is_autograd_function"),
+               "function": info.get("callable") and not info.get("is_class")}[entry.kind]
+    if not ok_kind:
+        raise CheckFailed(f"{name} is a {info.get('type')}, expected {_KIND_WORDS[entry.kind]}")
+    expected = p.names
+    if expected is None:
+        expected = [a for a in entry.init if isinstance(a, str)] + entry.accepts if entry.kind == "module" \
+            else list(entry.call)
+    got = info.get("parameters")
+    if got is None:
+        return "signature could not be inspected; calls will tell"
+    if entry.kind == "autograd_function":
+        got = got[: len(expected)]
+    if list(got[: len(expected)]) != list(expected):
+        raise CheckFailed(f"{name}{info.get('signature')} does not match the contract: expected parameters "
+                          f"({', '.join(expected)}), in that order")
+    return f"{name}{info.get('signature')}"
+
+
+class ParametersParams(Params):
+    allow_extra: bool = False
+    tied: list[list[str]] = []
+
+
+@register("parameters", ParametersParams, uses_reference=False)
+def parameters(ctx: Context, check: CheckSpec, p: ParametersParams) -> str:
+    name, entry = entry_of(ctx, check)
+    case = probe_case(ctx, entry)
+    dims = probe_dims(ctx)
+    result = run_student(ctx, check, ctx.build_call(name, case, want=["structure", "construct_only"]),
+                         "constructing your module")
+    structure = result["structure"]
+    found = structure["parameters"]
+    expected = ctx.expected_parameters(entry, dims)
+    built = f"{name}({', '.join(f'{k}={v}' for k, v in dims.items())})"
+    problems = []
+    by_name = {q["name"]: q for q in found}
+    stray = {s["name"]: s for s in structure["stray_tensors"]}
+    buffers = {b["name"]: b for b in structure["buffers"]}
+    mapping, _ = match_parameters(expected, found)
+    for pname, shape in expected.items():
+        got = by_name.get(pname)
+        if got is None:
+            if pname in stray:
+                problems.append(f"`{pname}` is a plain tensor attribute, not a registered nn.Parameter: wrap it in "
+                                "nn.Parameter(...) so that parameters(), state_dict() and optimizers see it")
+            elif pname in buffers:
+                problems.append(f"`{pname}` is registered as a buffer; it must be a trainable nn.Parameter")
+            elif mapping and mapping.get(pname) and mapping[pname] != pname:
+                problems.append(f"expected a parameter named `{pname}`, found `{mapping[pname]}` with the right shape "
+                                f"{shape}: rename it (the other checks graded it under its shape)")
+            else:
+                shapes = ", ".join(f"{q['name']} {tuple(q['shape'])}" for q in found) or "none"
+                problems.append(f"expected a parameter `{pname}` of shape {shape}; registered parameters: {shapes}")
+        elif tuple(got["shape"]) != shape:
+            hint = " (transposed?)" if tuple(got["shape"]) == shape[::-1] else ""
+            problems.append(f"`{pname}` has shape {tuple(got['shape'])}, expected {shape}{hint}")
+        elif not got["requires_grad"]:
+            problems.append(f"`{pname}` has requires_grad=False, so it would never be trained")
+    if not p.allow_extra:
+        distinct = {}
+        for q in found:
+            distinct.setdefault(q["object"], q["name"])
+        extra = [n for n in distinct.values() if n not in expected and n not in (mapping or {}).values()]
+        if extra:
+            problems.append(f"unexpected extra parameters: {', '.join(extra)} (the contract has exactly "
+                            f"{', '.join(expected)})")
+    for group in p.tied:
+        objects = {by_name[n]["object"] for n in group if n in by_name}
+        missing = [n for n in group if n not in by_name]
+        if missing:
+            problems.append(f"tied parameters {', '.join(group)}: {', '.join(missing)} not found")
+        elif len(objects) != 1:
+            problems.append(f"{' and '.join(group)} must be the very same nn.Parameter object (weight tying); "
+                            "they are separate tensors, so they will drift apart in training")
+    if problems:
+        raise CheckFailed(f"{built}: " + "; ".join(problems))
+    return f"{built}: " + ", ".join(f"{n} {tuple(by_name[n]['shape'])}" for n in expected)
+
+
+class DtypeParams(Params):
+    dtype: Optional[str] = None
+    default_dtype: Optional[str] = None
+    forward: bool = True
+
+
+@register("dtype", DtypeParams, uses_reference=False)
+def dtype(ctx: Context, check: CheckSpec, p: DtypeParams) -> str:
+    name, entry = entry_of(ctx, check)
+    want_dtype = p.dtype or p.default_dtype or "float64"
+    case = probe_case(ctx, entry)
+    kwargs = {"dtype": __import__("torch").__dict__[p.dtype]} if p.dtype else {}
+    how = f"dtype=torch.{p.dtype}" if p.dtype else f"torch.set_default_dtype(torch.{p.default_dtype})"
+    want = ["structure", "output"] if p.forward else ["structure", "construct_only"]
+    result = run_student(ctx, check, ctx.build_call(name, case, want=want, init_kwargs=kwargs,
+                                                    default_dtype=p.default_dtype), f"building with {how}")
+    problems = []
+    for q in result.get("structure", {}).get("parameters", []) + [
+            b for b in result.get("structure", {}).get("buffers", []) if b["dtype"].startswith("float")]:
+        if q["dtype"] != want_dtype:
+            problems.append(f"`{q['name']}` is {q['dtype']}")
+    if problems:
+        raise CheckFailed(f"with {how}, expected {want_dtype} tensors, but " + ", ".join(problems)
+                          + (": pass dtype=dtype when you create them" if p.dtype else
+                             ": create them without a hard-coded dtype"))
+    out = result.get("output")
+    if p.forward and out is not None and str(out.dtype).removeprefix("torch.") != want_dtype:
+        raise CheckFailed(f"with {how}, the parameters are {want_dtype} but the output is "
+                          f"{str(out.dtype).removeprefix('torch.')}: do not cast the result")
+    return f"{how}: all tensors {want_dtype}"
+
+
+class DeviceParams(Params):
+    device: str = "meta"
+
+
+@register("device", DeviceParams, uses_reference=False)
+def device(ctx: Context, check: CheckSpec, p: DeviceParams) -> str:
+    name, entry = entry_of(ctx, check)
+    case = probe_case(ctx, entry)
+    result = run_student(ctx, check, ctx.build_call(name, case, want=["structure", "construct_only"],
+                                                    init_kwargs={"device": p.device}),
+                         f"building with device={p.device!r}")
+    tensors = result["structure"]["parameters"] + result["structure"]["buffers"]
+    wrong = [f"`{q['name']}` is on {q['device']}" for q in tensors if q["device"].split(":")[0] != p.device]
+    if wrong:
+        raise CheckFailed(f"with device={p.device!r}: " + ", ".join(wrong)
+                          + ": pass device=device when you create each tensor")
+    return f"device={p.device!r}: {len(tensors)} tensors on {p.device}"

@@ -1,0 +1,67 @@
+"""Tensor comparison with messages that teach, in the spirit of torch.testing.assert_close.
+
+Shape and dtype are compared before values; a value mismatch names how many
+elements differ, the worst index with both values, and the tolerance allowed.
+"""
+
+from __future__ import annotations
+
+import torch
+
+# (atol, rtol) by dtype: torch.testing's defaults.
+DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float64: (1e-7, 1e-7),
+    torch.float32: (1e-5, 1.3e-6),
+    torch.float16: (1e-5, 1e-3),
+    torch.bfloat16: (1e-5, 1.6e-2),
+}
+
+
+def tolerance_for(dtype: torch.dtype, spec: object = "default") -> tuple[float, float]:
+    """Resolve a spec tolerance (``"exact"``, ``"default"`` or a per-dtype table) for a dtype."""
+    if spec == "exact" or not (dtype.is_floating_point or dtype.is_complex):
+        return 0.0, 0.0
+    if isinstance(spec, dict):
+        key = str(dtype).removeprefix("torch.")
+        entry = spec.get(key)
+        if entry is not None:
+            atol = entry["atol"] if isinstance(entry, dict) else entry.atol
+            rtol = entry["rtol"] if isinstance(entry, dict) else entry.rtol
+            return float(atol), float(rtol)
+    return DEFAULT_TOLERANCES.get(dtype, (1e-5, 1.3e-6))
+
+
+def mismatch(actual: object, expected: torch.Tensor, *, atol: float, rtol: float,
+             what: str = "output", check_dtype: bool = True) -> str | None:
+    """None when ``actual`` matches ``expected``; otherwise a sentence saying how it differs."""
+    if not isinstance(actual, torch.Tensor):
+        return f"{what} is {type(actual).__name__}, expected a tensor of shape {tuple(expected.shape)}"
+    if tuple(actual.shape) != tuple(expected.shape):
+        return f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+    if check_dtype and actual.dtype != expected.dtype:
+        return (f"{what} has dtype {str(actual.dtype).removeprefix('torch.')}, "
+                f"expected {str(expected.dtype).removeprefix('torch.')}")
+    if expected.numel() == 0:
+        return None
+    a = actual.detach().to(torch.float64) if actual.dtype.is_floating_point else actual.detach()
+    e = expected.detach().to(torch.float64) if expected.dtype.is_floating_point else expected.detach()
+    if not a.dtype.is_floating_point:
+        bad = a != e
+    else:
+        close = torch.isclose(a, e, atol=atol, rtol=rtol, equal_nan=False)
+        bad = ~close
+    n_bad = int(bad.sum())
+    if n_bad == 0:
+        return None
+    diff = (a - e).abs() if a.dtype.is_floating_point else (a != e).to(torch.float64)
+    diff = torch.where(bad, diff.nan_to_num(nan=float("inf")), torch.zeros_like(diff, dtype=diff.dtype))
+    flat = int(diff.reshape(-1).argmax())
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(a.shape))) if a.dim() else ()
+    got, want = a.reshape(-1)[flat].item(), e.reshape(-1)[flat].item()
+    pct = 100.0 * n_bad / e.numel()
+    text = (f"{what}: {n_bad} of {e.numel()} elements differ ({pct:.3g}%); worst at index "
+            f"{list(index)}: got {got:.8g}, expected {want:.8g}")
+    if a.dtype.is_floating_point:
+        allowed = atol + rtol * abs(want)
+        text += f" (|difference| {abs(got - want):.3g}, allowed {allowed:.3g} = atol {atol:g} + rtol {rtol:g} x |expected|)"
+    return text

@@ -1,0 +1,130 @@
+"""What a check needs to grade one challenge: the spec, both sides, and call builders.
+
+The student side is always reached through the worker (plain data in, plain
+tensors out); the reference side runs in-process through the same runner.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from hypothesis import settings as Settings
+
+from validator.cases import Case
+from validator.runner import execute
+from validator.spec.schema import Challenge, Entry, resolve
+from validator.worker.client import Worker
+
+
+class CheckFailed(Exception):
+    """The student's code was observed doing the wrong thing."""
+
+
+class CheckErrored(Exception):
+    """The student's code could not be observed (it raised, hung or died)."""
+
+
+def format_exception(result: dict, entry: str) -> str:
+    info = result.get("exception") or {}
+    stage = result.get("stage", "call")
+    doing = {"construct": f"{entry}(...) raised", "forward": f"calling {entry} raised",
+             "backward": "backward() raised", "load": "loading the weights failed:",
+             "lookup": "lookup failed:", "inspect": "inspecting the module raised",
+             "train": "switching train/eval mode raised"}.get(stage, f"{stage} raised")
+    text = f"{doing} {info.get('type', 'an exception')}: {info.get('message', '')}".rstrip(": ")
+    where = [w for w in info.get("where", []) if w.get("line")]
+    if where:
+        last = where[-1]
+        text += f"\n  at {Path(last['file']).name}:{last['line']} in {last['function']}: {last.get('code', '')}"
+    return text
+
+
+@dataclass
+class Context:
+    challenge: Challenge
+    reference: dict[str, Any]
+    worker: Worker
+    student_file: Path
+    seed: int
+    settings: Settings
+    entries: dict[str, dict] = field(default_factory=dict)
+    param_maps: dict[str, dict[str, str] | None] = field(default_factory=dict)
+    reference_file: str | None = None
+
+    def check_seed(self, check_id: str) -> int:
+        """A per-check seed, so one check's cases don't depend on which others ran."""
+        return (self.seed * 1_000_003 + zlib.crc32(f"{self.challenge.id}/{check_id}".encode())) % (2**32)
+
+    # -- calls ---------------------------------------------------------------
+    def expected_parameters(self, entry: Entry, dims: dict[str, int]) -> dict[str, tuple[int, ...]]:
+        return {name: tuple(int(resolve(d, dims)) for d in shape)
+                for name, shape in entry.parameters.items()}
+
+    def make_state(self, entry: Entry, dims: dict[str, int], seed: int,
+                   dtype: torch.dtype) -> dict[str, torch.Tensor]:
+        gen = torch.Generator().manual_seed(seed)
+        return {name: torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
+                for name, shape in self.expected_parameters(entry, dims).items()}
+
+    def build_call(self, entry_name: str, case: Case, *, want: list[str],
+                   state: dict[str, torch.Tensor] | None = None, grad_output: torch.Tensor | None = None,
+                   train: bool | None = False, init_kwargs: dict | None = None,
+                   default_dtype: str | None = None, input_dtype: torch.dtype | None = None,
+                   seed: int | None = None, reseed: bool = True, **extra: Any) -> dict:
+        entry = self.challenge.entries[entry_name]
+        inputs = []
+        for name in entry.call:
+            value = case.inputs[name]
+            spec = self.challenge.inputs[name]
+            if isinstance(value, torch.Tensor) and input_dtype is not None and value.dtype.is_floating_point:
+                value = value.to(input_dtype)
+            inputs.append({"value": value, "requires_grad": bool(spec.requires_grad)})
+        call = {"entry": entry_name, "kind": entry.kind, "inputs": inputs, "want": want,
+                "seed": (case.seed if seed is None else seed) if reseed else None,
+                "init_args": [resolve(a, case.dims) if isinstance(a, str) else a for a in entry.init],
+                "init_kwargs": {**{k: (resolve(v, case.dims) if isinstance(v, str) else v)
+                                   for k, v in entry.init_kwargs.items()}, **(init_kwargs or {})},
+                "default_dtype": default_dtype, "grad_output": grad_output,
+                "train": train if entry.kind == "module" else None, "state": state}
+        call.update(extra)
+        return call
+
+    def for_student(self, call: dict) -> dict:
+        """Rename expected parameter names to the student's (matched by name or shape)."""
+        mapping = self.param_maps.get(call["entry"]) or {}
+        if call.get("state"):
+            call = dict(call, state={mapping.get(k, k): v for k, v in call["state"].items()})
+        return call
+
+    def student(self, call: dict, timeout: float, doing: str = "running your code") -> dict:
+        reply = self.worker.request({"op": "execute", "call": self.for_student(call)}, timeout, doing)
+        return self._rename_back(call["entry"], reply)
+
+    def student_many(self, calls: list[dict], timeout: float, doing: str = "running your code") -> list[dict]:
+        reply = self.worker.request({"op": "execute_many", "calls": [self.for_student(c) for c in calls]},
+                                    timeout, doing)
+        if not reply.get("ok"):
+            raise CheckErrored(format_exception(reply, calls[0]["entry"]))
+        return [self._rename_back(c["entry"], r) for c, r in zip(calls, reply["results"])]
+
+    def _rename_back(self, entry_name: str, reply: dict) -> dict:
+        mapping = self.param_maps.get(entry_name) or {}
+        back = {v: k for k, v in mapping.items()}
+        for key in ("param_grads", "params", "params_before", "params_after"):
+            if isinstance(reply.get(key), dict):
+                reply[key] = {back.get(k, k): v for k, v in reply[key].items()}
+        return reply
+
+    def reference_call(self, call: dict) -> dict:
+        result = execute(self.reference, call, origin=self.reference_file)
+        if not result.get("ok"):
+            raise RuntimeError("the reference failed on a generated case (a spec or reference bug): "
+                               + format_exception(result, call["entry"]))
+        return result
+
+    def reference_raw(self, call: dict) -> dict:
+        return execute(self.reference, call, origin=self.reference_file)

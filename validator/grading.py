@@ -1,0 +1,128 @@
+"""Grade one challenge: probe the student's entries, run every check, grade the questions.
+
+One failing check never stops the others: each check is isolated, a crashed
+worker is restarted, and a parameter with the wrong name is matched by shape
+so that value and gradient checks still run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+from validator import checks
+from validator.checks.common import match_parameters, probe_case, probe_dims
+from validator.context import CheckErrored, CheckFailed, Context, format_exception
+from validator.questions import grade_question
+from validator.results import ChallengeResult, CheckResult
+from validator.spec.schema import Challenge, CheckSpec
+from validator.worker.client import Worker, WorkerFailure
+
+
+def load_reference(path: Path) -> dict[str, Any]:
+    """Import the reference module in-process (it is trusted instructor code)."""
+    spec = importlib.util.spec_from_file_location("validator_reference_layers", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return vars(module)
+
+
+def reproduce_command(challenge: str, check: str, seed: int, student: str | None) -> str:
+    cmd = f"validator submit-build --challenge {challenge} --check {check} --seed {seed}"
+    return cmd + (f" --student {student}" if student else "")
+
+
+def _probe(ctx: Context) -> str | None:
+    """Describe the entries and match parameters; return a problem that stops the challenge, if any."""
+    names = list(ctx.challenge.entries)
+    reply = ctx.worker.request({"op": "describe", "names": names}, 30, "inspecting layers.py")
+    ctx.entries = reply.get("entries", {})
+    missing = [n for n in names if not ctx.entries.get(n, {}).get("exists")]
+    if missing:
+        return f"layers.py defines no {', '.join(missing)}: every check of this challenge needs it"
+    for name, entry in ctx.challenge.entries.items():
+        if entry.kind != "module" or not entry.parameters:
+            continue
+        case = probe_case(ctx, entry)
+        result = ctx.student(ctx.build_call(name, case, want=["structure", "construct_only"]), 30,
+                             "constructing your module")
+        if not result.get("ok"):
+            ctx.param_maps[name] = None
+            continue
+        expected = ctx.expected_parameters(entry, probe_dims(ctx))
+        mapping, _ = match_parameters(expected, result["structure"]["parameters"])
+        ctx.param_maps[name] = mapping
+    return None
+
+
+def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckResult:
+    test = checks.get(check.test)
+    params = checks.params_of(check)
+    started = time.perf_counter()
+    base = dict(id=check.id, kind=check.kind, max_score=check.points, title=check.title)
+    status, message = "passed", ""
+    try:
+        note = test.fn(ctx, check, params)
+        message = note or ""
+    except CheckFailed as exc:
+        status, message = "failed", str(exc)
+    except CheckErrored as exc:
+        status, message = "error", str(exc)
+    except WorkerFailure as exc:
+        status, message = "error", str(exc)
+    except Exception as exc:  # noqa: BLE001 - a grader bug must not hide the other checks
+        status = "error"
+        message = (f"internal grader error ({type(exc).__name__}: {exc}); this is not your fault, please "
+                   f"report it with the seed.\n{traceback.format_exc(limit=3)}")
+    if check.advisory:
+        status = "passed" if status == "passed" else "advisory"
+    if check.hint and status in ("failed", "advisory", "error") and check.hint not in message:
+        message += f"\n  hint: {check.hint}"
+    score = check.points if status == "passed" else 0.0
+    return CheckResult(status=status, score=score, message=message,
+                       reproduce=None if status == "passed" else
+                       reproduce_command(ctx.challenge.id, check.id, ctx.seed, student_arg),
+                       duration_s=round(time.perf_counter() - started, 3), **base)
+
+
+def grade_challenge(challenge: Challenge, *, worker: Worker, reference: dict[str, Any] | None,
+                    reference_file: str | None, student_file: Path, seed: int, settings,
+                    answers: dict[str, Any], key: dict[str, Any] | None, only_checks: set[str] | None = None,
+                    student_arg: str | None = None, on_check: Callable[[CheckResult], None] | None = None) -> ChallengeResult:
+    result = ChallengeResult(id=challenge.id, title=challenge.title)
+    ctx = Context(challenge=challenge, reference=reference or {}, worker=worker, student_file=student_file,
+                  seed=seed, settings=settings, reference_file=reference_file)
+    load = worker.load()
+    problem = None
+    if not load.get("ok"):
+        info = load.get("exception") or {}
+        problem = "layers.py could not be imported: " + format_exception({"stage": "import", "exception": info}, "")
+        problem = problem.replace("import raised", "").replace(": :", ":")
+    else:
+        try:
+            problem = _probe(ctx)
+        except WorkerFailure as exc:
+            problem = f"inspecting layers.py failed: {exc}"
+    selected = [c for c in challenge.checks if not only_checks or c.id in only_checks]
+    for check in selected:
+        if problem:
+            cr = CheckResult(id=check.id, kind=check.kind, status="error", score=0.0, max_score=check.points,
+                             title=check.title, message="not run: see the problem above")
+        else:
+            cr = run_check(ctx, check, student_arg)
+        result.checks.append(cr)
+        if on_check:
+            on_check(cr)
+    result.problem = problem
+    if not only_checks:
+        for q in challenge.questions:
+            cr = grade_question(q, answers.get(q.id), None if key is None else (key.get(q.id) or {}))
+            result.checks.append(cr)
+            if on_check:
+                on_check(cr)
+    return result

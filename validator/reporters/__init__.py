@@ -1,0 +1,1 @@
+"""Renderers of plain-data results: terminal and JSON here; batch formats beside them."""

@@ -1,0 +1,68 @@
+"""The submission report a student reads in the terminal."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from validator.results import ChallengeResult, CheckResult, Report
+
+ICONS = {"passed": "[green]PASS[/]", "failed": "[red]FAIL[/]", "error": "[red]ERROR[/]",
+         "skipped": "[yellow]SKIP[/]", "advisory": "[yellow]ADVICE[/]"}
+
+
+def _points(score: float, max_score: float) -> str:
+    return f"{score:g}/{max_score:g}"
+
+
+def render_header(console: Console, *, seed: int, profile: str, student: str, challenges: list[str]) -> None:
+    console.print(f"[bold]submit-build[/] · student {escape(student)} · profile {profile} · seed {seed}")
+    console.print(f"  reproduce this run: [cyan]validator submit-build --seed {seed}[/]"
+                  + "".join(f" --challenge {c}" for c in challenges))
+
+
+def render_challenge(console: Console, result: ChallengeResult) -> None:
+    table = Table(title=f"{result.id}: {escape(result.title)}  [{_points(result.score, result.max_score)}]",
+                  title_justify="left", show_lines=False, expand=False)
+    table.add_column("", no_wrap=True)
+    table.add_column("check")
+    table.add_column("kind")
+    table.add_column("points", justify="right")
+    for c in result.checks:
+        table.add_row(ICONS.get(c.status, c.status), escape(c.id), c.kind, _points(c.score, c.max_score))
+    console.print(table)
+    if result.problem:
+        console.print(f"[red]problem:[/] {escape(result.problem)}")
+    for c in result.checks:
+        _details(console, c)
+
+
+def _details(console: Console, c: CheckResult) -> None:
+    if c.status in ("passed", "skipped") and not (c.kind == "question" and c.explanation and c.status != "skipped"):
+        return
+    if c.message.startswith("not run:"):
+        return
+    head = ICONS.get(c.status, c.status)
+    console.print(f"\n{head} [bold]{escape(c.id)}[/] ({c.kind}) — {escape(c.title)}")
+    if c.message:
+        for line in c.message.splitlines():
+            console.print(f"    {escape(line)}")
+    if c.explanation:
+        console.print(f"    [dim]why:[/] {escape(c.explanation.strip())}")
+    if c.reproduce and c.kind != "question":
+        console.print(f"    [dim]reproduce:[/] [cyan]{escape(c.reproduce)}[/]")
+
+
+def render_summary(console: Console, report: Report) -> None:
+    console.print()
+    for ch in report.challenges:
+        counts = {}
+        for c in ch.checks:
+            counts[c.status] = counts.get(c.status, 0) + 1
+        detail = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        console.print(f"  {escape(ch.id):32} {_points(ch.score, ch.max_score):>10}   {detail}")
+    verdict = "[green]all checks passed[/]" if report.ok else "[red]some checks fell short[/]"
+    console.print(f"[bold]total {_points(report.score, report.max_score)}[/] · {verdict} · {report.duration_s:.1f} s")
+    for note in report.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}")

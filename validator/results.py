@@ -1,0 +1,90 @@
+"""Plain-data results: what every check, challenge and submission produces.
+
+Reporters (terminal, JSON, JUnit, Gradescope) render these; nothing here knows
+how it will be displayed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+KINDS = ("shape", "values", "ids", "gradient", "init", "structure",
+         "constraint", "performance", "question")
+STATUSES = ("passed", "failed", "error", "skipped", "advisory")
+
+
+@dataclass
+class CheckResult:
+    id: str
+    kind: str
+    status: str
+    score: float
+    max_score: float
+    message: str = ""
+    title: str = ""
+    reproduce: str | None = None
+    explanation: str | None = None
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("passed", "advisory") or (
+            self.status == "skipped" and self.max_score == 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ChallengeResult:
+    id: str
+    title: str
+    checks: list[CheckResult] = field(default_factory=list)
+    problem: str | None = None  # a message that concerns the whole challenge (import error, ...)
+
+    @property
+    def score(self) -> float:
+        return round(sum(c.score for c in self.checks), 6)
+
+    @property
+    def max_score(self) -> float:
+        return round(sum(c.max_score for c in self.checks), 6)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "title": self.title, "score": self.score,
+                "max_score": self.max_score, "problem": self.problem,
+                "checks": [c.to_dict() for c in self.checks]}
+
+
+@dataclass
+class Report:
+    challenges: list[ChallengeResult]
+    seed: int
+    student: str
+    profile: str
+    duration_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        return round(sum(c.score for c in self.challenges), 6)
+
+    @property
+    def max_score(self) -> float:
+        return round(sum(c.max_score for c in self.challenges), 6)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.challenges)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"score": self.score, "max_score": self.max_score,
+                "seed": self.seed, "student": self.student,
+                "profile": self.profile, "duration_s": round(self.duration_s, 3),
+                "notes": list(self.notes),
+                "challenges": [c.to_dict() for c in self.challenges]}

@@ -1,0 +1,189 @@
+"""The shape of a challenge spec, validated with pydantic.
+
+Each check's own parameters are validated by the model its test registers in
+``validator.checks`` (see ``CheckSpec.params``), so a typo in a threshold is a
+load-time error with a line number, not a surprise at grading time.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from validator.results import KINDS
+
+Dim = Union[int, str]
+_EXPR = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)?\s*([+-]\s*\d+)?\s*$")
+
+
+def resolve(expr: Dim | float, names: dict[str, Any]) -> Any:
+    """Evaluate ``3``, ``"num_embeddings"`` or ``"high-1"`` against known names."""
+    if isinstance(expr, (int, float)) and not isinstance(expr, bool):
+        return expr
+    match = _EXPR.match(str(expr))
+    if not match or not match.group(1):
+        raise ValueError(f"cannot evaluate {expr!r}: use a number, a name, or name+/-integer")
+    name, offset = match.group(1), match.group(2)
+    if name not in names:
+        raise ValueError(f"unknown name {name!r} in {expr!r} (known: {', '.join(sorted(names))})")
+    value = names[name]
+    return value + int(offset.replace(" ", "")) if offset else value
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Entry(Strict):
+    """How the grader calls one public name of layers.py."""
+
+    kind: Literal["module", "function", "autograd_function"]
+    init: list[Union[Dim, float]] = Field(default_factory=list)
+    init_kwargs: dict[str, Any] = Field(default_factory=dict)
+    accepts: list[str] = Field(default_factory=list)
+    call: list[str]
+    parameters: dict[str, list[Dim]] = Field(default_factory=dict)
+
+
+class InputSpec(Strict):
+    """How to generate one call argument."""
+
+    type: Literal["token_ids", "float", "value"]
+    shape: list[Dim] = Field(default_factory=lambda: ["..."])
+    high: Optional[Dim] = None
+    dtype: Optional[str] = None
+    requires_grad: bool = False
+    include: list[Dim] = Field(default_factory=list)
+    inject: Optional[Dim] = None
+    repeats: bool = False
+    value: Any = None
+    max_leading_dims: int = Field(3, ge=0, le=6)
+    max_side: int = Field(4, ge=0, le=64)
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.type == "token_ids" and self.high is None:
+            raise ValueError("token_ids inputs need `high` (the vocabulary size)")
+        if self.dtype is not None and self.dtype not in (
+                "int64", "int32", "float32", "float64", "float16", "bfloat16"):
+            raise ValueError(f"unsupported dtype {self.dtype!r}")
+        if self.shape.count("...") > 1:
+            raise ValueError("`...` may appear at most once in a shape")
+        return self
+
+
+class ToleranceSpec(Strict):
+    atol: float = Field(ge=0)
+    rtol: float = Field(ge=0)
+
+
+Tolerance = Union[Literal["exact", "default"], dict[str, ToleranceSpec]]
+
+
+class CheckSpec(BaseModel):
+    """One graded check. Keys beyond the common ones are the test's parameters."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    kind: str
+    test: str
+    points: float = Field(0, ge=0)
+    title: str = ""
+    hint: str = ""
+    advisory: bool = False
+    entry: Optional[str] = None
+    timeout: float = Field(30.0, gt=0)
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, v: str) -> str:
+        if v not in KINDS or v == "question":
+            raise ValueError(f"kind must be one of {', '.join(k for k in KINDS if k != 'question')}; got {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _advisory_points(self):
+        if self.advisory and self.points:
+            raise ValueError("an advisory check is worth 0 points")
+        return self
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class Question(Strict):
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    type: Literal["choice", "numeric"]
+    prompt: str
+    choices: dict[str, str] = Field(default_factory=dict)
+    tolerance: dict[Literal["abs", "rel"], float] = Field(default_factory=dict)
+    unit: Optional[str] = None
+    points: float = Field(1, ge=0)
+
+    @model_validator(mode="after")
+    def _by_type(self):
+        if self.type == "choice" and len(self.choices) < 2:
+            raise ValueError("a choice question needs at least two `choices`")
+        if self.type == "numeric" and self.choices:
+            raise ValueError("a numeric question has no `choices`")
+        if any(v < 0 for v in self.tolerance.values()):
+            raise ValueError("tolerances must be >= 0")
+        return self
+
+
+class Forbidden(Strict):
+    source: list[str] = Field(default_factory=list)
+    runtime: list[str] = Field(default_factory=list)
+
+
+class Challenge(Strict):
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    title: str
+    summary: str = ""
+    contract: str = ""
+    background: str = ""
+    hints: list[str] = Field(default_factory=list)
+    extends: Optional[str] = None
+    entries: dict[str, Entry]
+    dims: dict[str, Union[list[int], int]] = Field(default_factory=dict)
+    inputs: dict[str, InputSpec] = Field(default_factory=dict)
+    forbidden: Forbidden = Field(default_factory=Forbidden)
+    tolerance: Tolerance = "default"
+    checks: list[CheckSpec]
+    questions: list[Question] = Field(default_factory=list)
+
+    @field_validator("dims")
+    @classmethod
+    def _dims(cls, v: dict) -> dict:
+        for name, rng in v.items():
+            if isinstance(rng, list) and (len(rng) != 2 or rng[0] > rng[1] or rng[0] < 0):
+                raise ValueError(f"dim {name!r} must be [low, high] with 0 <= low <= high, got {rng}")
+        return v
+
+    @model_validator(mode="after")
+    def _references(self):
+        if not self.entries:
+            raise ValueError("`entries` must name at least one entry")
+        for name, entry in self.entries.items():
+            for arg in entry.call:
+                if arg not in self.inputs:
+                    raise ValueError(f"entry {name!r} calls with {arg!r}, which is not under `inputs`")
+        seen = set()
+        for check in self.checks:
+            if check.id in seen:
+                raise ValueError(f"duplicate check id {check.id!r}")
+            seen.add(check.id)
+            if check.entry is not None and check.entry not in self.entries:
+                raise ValueError(f"check {check.id!r} names entry {check.entry!r}, not under `entries`")
+        qids = [q.id for q in self.questions]
+        if len(qids) != len(set(qids)):
+            raise ValueError("question ids must be unique")
+        return self
+
+    def entry_for(self, check: CheckSpec) -> tuple[str, Entry]:
+        name = check.entry or next(iter(self.entries))
+        return name, self.entries[name]

@@ -1,0 +1,174 @@
+"""Statistics for initialisation checks, with thresholds from a false-failure budget.
+
+Every threshold is derived for a stated probability that a correct
+implementation fails (``false_failure``, split evenly over the sub-tests), so
+a correct layer fails by bad luck less often than that, on any seed.
+- bounds and atoms: deterministic (a correct sampler never leaves its support).
+- mean: normal approximation of the sample mean, z from the budget.
+- std: delta-method normal approximation of the sample std, z from the budget,
+  with a 10% margin for the approximation (n is in the hundreds of thousands).
+- tail mass: binomial proportion beyond the parent's ±2 sigma, z from the budget.
+- KS distance: the Dvoretzky-Kiefer-Wolfowitz inequality, which is exact:
+  P(D > eps) <= 2 exp(-2 n eps^2).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import torch
+
+_N = NormalDist()
+SUBTESTS = 5
+
+
+@dataclass(frozen=True)
+class Distribution:
+    family: str
+    mean: float = 0.0
+    std: float = 1.0
+    a: float | None = None
+    b: float | None = None
+    value: float = 0.0
+
+    @staticmethod
+    def from_spec(spec: dict, shape: tuple[int, ...]) -> "Distribution":
+        family = spec["family"]
+        if family in ("xavier_uniform", "xavier_normal"):
+            fan_out, fan_in = shape[0], (shape[1] if len(shape) > 1 else 1)
+            gain = float(spec.get("gain", 1.0))
+            if family == "xavier_uniform":
+                bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
+                return Distribution("uniform", a=-bound, b=bound)
+            return Distribution("normal", std=gain * math.sqrt(2.0 / (fan_in + fan_out)))
+        if family == "uniform":
+            return Distribution("uniform", a=float(spec["a"]), b=float(spec["b"]))
+        if family == "normal":
+            return Distribution("normal", mean=float(spec.get("mean", 0.0)), std=float(spec["std"]))
+        if family == "truncated_normal":
+            return Distribution("truncated_normal", mean=float(spec.get("mean", 0.0)),
+                                std=float(spec["std"]), a=float(spec["a"]), b=float(spec["b"]))
+        if family == "constant":
+            return Distribution("constant", value=float(spec.get("value", 0.0)))
+        raise ValueError(f"unknown distribution family {family!r}")
+
+    # -- exact quantities ------------------------------------------------------
+    def support(self) -> tuple[float, float]:
+        if self.family == "uniform" or self.family == "truncated_normal":
+            return float(self.a), float(self.b)
+        if self.family == "constant":
+            return self.value, self.value
+        return -math.inf, math.inf
+
+    def cdf(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.to(torch.float64)
+        if self.family == "normal":
+            return 0.5 * (1 + torch.erf((x - self.mean) / (self.std * math.sqrt(2))))
+        if self.family == "uniform":
+            return ((x - self.a) / (self.b - self.a)).clamp(0, 1)
+        if self.family == "truncated_normal":
+            lo, hi = _N.cdf((self.a - self.mean) / self.std), _N.cdf((self.b - self.mean) / self.std)
+            inner = 0.5 * (1 + torch.erf((x - self.mean) / (self.std * math.sqrt(2))))
+            return ((inner - lo) / (hi - lo)).clamp(0, 1)
+        return (x >= self.value).to(torch.float64)
+
+    def moments(self) -> tuple[float, float, float]:
+        """(mean, variance, fourth central moment), by quadrature where no closed form is handy."""
+        if self.family == "normal":
+            return self.mean, self.std**2, 3 * self.std**4
+        if self.family == "uniform":
+            w = self.b - self.a
+            return (self.a + self.b) / 2, w * w / 12, w**4 / 80
+        if self.family == "constant":
+            return self.value, 0.0, 0.0
+        x = torch.linspace(self.a, self.b, 400_001, dtype=torch.float64)
+        pdf = torch.exp(-0.5 * ((x - self.mean) / self.std) ** 2)
+        pdf /= torch.trapezoid(pdf, x)
+        m = float(torch.trapezoid(x * pdf, x))
+        var = float(torch.trapezoid((x - m) ** 2 * pdf, x))
+        m4 = float(torch.trapezoid((x - m) ** 4 * pdf, x))
+        return m, var, m4
+
+    def describe(self) -> str:
+        if self.family == "truncated_normal":
+            return f"truncated normal (mean {self.mean:g}, std {self.std:g}, cut at [{self.a:g}, {self.b:g}])"
+        if self.family == "normal":
+            return f"normal (mean {self.mean:g}, std {self.std:g})"
+        if self.family == "uniform":
+            return f"uniform on [{self.a:.6g}, {self.b:.6g}]"
+        return f"constant {self.value:g}"
+
+
+def z_for(alpha: float) -> float:
+    """Two-sided normal quantile: P(|Z| > z) = alpha."""
+    return _N.inv_cdf(1 - alpha / 2)
+
+
+def distribution_problems(sample: torch.Tensor, dist: Distribution, false_failure: float) -> tuple[list[str], list[str]]:
+    """Run the sub-tests; return (problems, facts) as sentences for the report."""
+    x = sample.detach().reshape(-1).to(torch.float64)
+    n = x.numel()
+    problems: list[str] = []
+    facts: list[str] = []
+    if n == 0:
+        return ["the parameter is empty, nothing to test"], facts
+    if not torch.isfinite(x).all():
+        return [f"{int((~torch.isfinite(x)).sum())} values are NaN or infinite: was the tensor left uninitialised (torch.empty)?"], facts
+    alpha = false_failure / SUBTESTS
+    z = z_for(alpha)
+    mu, var, m4 = dist.moments()
+    sigma = math.sqrt(var)
+    mean, std = float(x.mean()), float(x.std())
+
+    if dist.family == "constant":
+        bad = int((x != dist.value).sum())
+        if bad:
+            problems.append(f"{bad} of {n} values differ from {dist.value:g}")
+        return problems, facts
+
+    lo, hi = dist.support()
+    slack = 1e-6 * max(1.0, abs(lo) if math.isfinite(lo) else 1.0, abs(hi) if math.isfinite(hi) else 1.0)
+    below, above = int((x < lo - slack).sum()), int((x > hi + slack).sum())
+    if below or above:
+        problems.append(f"{below + above} of {n} values lie outside [{lo:g}, {hi:g}] "
+                        f"(min {float(x.min()):.4g}, max {float(x.max()):.4g}): the tails are not truncated")
+    if math.isfinite(lo):
+        atoms = int(((x - lo).abs() <= slack).sum() + ((x - hi).abs() <= slack).sum())
+        allowed_atoms = max(5, int(1e-5 * n))
+        if atoms > allowed_atoms:
+            problems.append(f"{atoms} values sit exactly on the bounds {lo:g} / {hi:g} (a continuous sampler "
+                            f"puts almost none there): clamping a normal sample is not truncating it")
+
+    mean_tol = z * sigma / math.sqrt(n)
+    facts.append(f"mean {mean:.5f} (expected {mu:g} ± {mean_tol:.4f})")
+    if abs(mean - mu) > mean_tol:
+        problems.append(f"sample mean is {mean:.5f}, expected {mu:.5f} ± {mean_tol:.5f}")
+
+    std_sd = math.sqrt(max(m4 - var * var, 0.0) / (4 * var * n)) if var > 0 else 0.0
+    std_tol = 1.1 * z * std_sd
+    facts.append(f"std {std:.5f} (expected {sigma:.5f} ± {std_tol:.4f})")
+    if abs(std - sigma) > std_tol:
+        problems.append(f"sample std is {std:.5f}, expected {sigma:.5f} ± {std_tol:.5f}")
+
+    base_std = dist.std if dist.family in ("normal", "truncated_normal") else sigma
+    t = 2 * base_std
+    p = float(1 - dist.cdf(torch.tensor(mu + t)) + dist.cdf(torch.tensor(mu - t)))
+    if 0 < p < 1:
+        observed = float(((x - mu).abs() > t).double().mean())
+        tail_tol = z * math.sqrt(p * (1 - p) / n) + 1.0 / n
+        facts.append(f"mass beyond ±{t:.3g}: {observed:.5f} (expected {p:.5f} ± {tail_tol:.4f})")
+        if abs(observed - p) > tail_tol:
+            problems.append(f"fraction of values beyond {mu:g} ± {t:.3g} is {observed:.5f}, expected {p:.5f} ± {tail_tol:.5f}")
+
+    xs, _ = torch.sort(x)
+    cdf = dist.cdf(xs)
+    i = torch.arange(1, n + 1, dtype=torch.float64)
+    d = float(torch.maximum((i / n - cdf).max(), (cdf - (i - 1) / n).max()))
+    eps = math.sqrt(math.log(2 / alpha) / (2 * n))
+    facts.append(f"KS distance {d:.5f} (allowed {eps:.5f})")
+    if d > eps:
+        problems.append(f"Kolmogorov-Smirnov distance to the {dist.describe()} is {d:.5f}, allowed {eps:.5f}: "
+                        "the values do not follow that distribution")
+    return problems, facts

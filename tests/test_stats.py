@@ -1,0 +1,63 @@
+"""Initialisation statistics: correct samplers pass on every seed, each wrong one is named."""
+
+import math
+
+import pytest
+import torch
+
+from validator.stats import Distribution, distribution_problems, z_for
+
+TRUNC = Distribution.from_spec({"family": "truncated_normal", "mean": 0, "std": 1, "a": -3, "b": 3}, (512, 512))
+
+
+def test_truncated_normal_moments_match_the_contract():
+    mean, var, _ = TRUNC.moments()
+    assert abs(mean) < 1e-9
+    assert math.sqrt(var) == pytest.approx(0.98658, abs=1e-5)
+
+
+def test_z_for_budget():
+    assert z_for(0.05) == pytest.approx(1.95996, abs=1e-4)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_torch_trunc_normal_passes(seed):
+    torch.manual_seed(seed)
+    w = torch.nn.init.trunc_normal_(torch.empty(512, 512), a=-3, b=3)
+    problems, _ = distribution_problems(w, TRUNC, 1e-6)
+    assert problems == []
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_inverse_cdf_sampler_passes(seed):
+    g = torch.Generator().manual_seed(seed)
+    lo, hi = 0.5 * (1 + math.erf(-3 / math.sqrt(2))), 0.5 * (1 + math.erf(3 / math.sqrt(2)))
+    u = torch.rand(512, 512, generator=g, dtype=torch.float64) * (hi - lo) + lo
+    w = (math.sqrt(2) * torch.erfinv(2 * u - 1)).float()
+    assert distribution_problems(w, TRUNC, 1e-6)[0] == []
+
+
+@pytest.mark.parametrize("name,make,needle", [
+    ("clamped", lambda g: torch.randn(512, 512, generator=g).clamp(-3, 3), "clamping"),
+    ("untruncated", lambda g: torch.randn(512, 512, generator=g), "outside"),
+    ("small std", lambda g: torch.randn(512, 512, generator=g) * 0.02, "std"),
+    ("uniform", lambda g: torch.rand(512, 512, generator=g) * 6 - 3, "std"),
+    ("zeros", lambda g: torch.zeros(512, 512), "std"),
+    ("shifted", lambda g: torch.nn.init.trunc_normal_(torch.empty(512, 512), mean=0.05, a=-2.95, b=3.05), "mean"),
+    ("uninitialised", lambda g: torch.full((512, 512), float("nan")), "NaN"),
+])
+def test_wrong_initialisations_are_named(name, make, needle):
+    g = torch.Generator().manual_seed(0)
+    problems, _ = distribution_problems(make(g), TRUNC, 1e-6)
+    assert problems, name
+    assert any(needle in p for p in problems), problems
+
+
+def test_normal_and_xavier_families():
+    torch.manual_seed(0)
+    normal = Distribution.from_spec({"family": "normal", "std": 0.02}, (256, 256))
+    assert distribution_problems(torch.randn(256, 256) * 0.02, normal, 1e-6)[0] == []
+    xavier = Distribution.from_spec({"family": "xavier_uniform"}, (300, 200))
+    w = torch.nn.init.xavier_uniform_(torch.empty(300, 200))
+    assert distribution_problems(w, xavier, 1e-6)[0] == []
+    assert distribution_problems(torch.randn(300, 200) * 0.1, xavier, 1e-6)[0]

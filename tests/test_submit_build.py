@@ -1,0 +1,159 @@
+"""submit-build end to end: exit statuses, the JSON contract, and student files that go wrong."""
+
+from __future__ import annotations
+
+import io
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from validator.cli import main as cli_main
+from validator.results import KINDS, STATUSES
+from validator.submit import make_console
+
+ROOT = Path(__file__).resolve().parents[1]
+
+GOOD = textwrap.dedent("""\
+    import torch
+    from torch import nn
+
+    class Embedding(nn.Module):
+        def __init__(self, num_embeddings, embedding_dim, device=None, dtype=None):
+            super().__init__()
+            self.weight = nn.Parameter(torch.empty(num_embeddings, embedding_dim, device=device, dtype=dtype))
+            nn.init.trunc_normal_(self.weight, mean=0.0, std=1.0, a=-3.0, b=3.0)
+
+        def forward(self, token_ids):
+            if token_ids.numel() and ((token_ids < 0) | (token_ids >= self.weight.shape[0])).any():
+                raise IndexError("token id out of range")
+            return self.weight[token_ids]
+    """)
+
+
+def run(tmp_path: Path, source: str, *extra: str, name: str = "layers.py") -> tuple[int, dict | None, str]:
+    student = tmp_path / name
+    student.write_text(source)
+    out = tmp_path / "report.json"
+    buf = io.StringIO()
+    import validator.submit as submit
+    original = submit.make_console
+    submit.make_console = lambda file=None: make_console(buf)
+    try:
+        code = cli_main(["submit-build", "--challenge", "token_embedding", "--student", str(student),
+                         "--json", str(out), "--no-input", "--profile", "quick", "--seed", "7", *extra])
+    finally:
+        submit.make_console = original
+    report = json.loads(out.read_text()) if out.exists() else None
+    return code, report, buf.getvalue()
+
+
+def check_schema(report: dict) -> None:
+    assert set(report) >= {"score", "max_score", "challenges"}
+    for ch in report["challenges"]:
+        assert set(ch) >= {"id", "score", "max_score", "checks"}
+        for c in ch["checks"]:
+            assert set(c) >= {"id", "kind", "status", "score", "max_score", "message"}
+            assert c["kind"] in KINDS and c["status"] in STATUSES
+    assert report["score"] == pytest.approx(sum(c["score"] for c in report["challenges"]))
+
+
+def code_checks(report):
+    return [c for c in report["challenges"][0]["checks"] if c["kind"] != "question"]
+
+
+def test_correct_layer_passes_every_code_check(tmp_path):
+    code, report, text = run(tmp_path, GOOD)
+    check_schema(report)
+    bad = [c for c in code_checks(report) if c["status"] not in ("passed",)]
+    assert not bad, bad
+    assert code == 1  # the questions are unanswered in this test
+    assert "seed 7" in text
+
+
+def test_full_marks_with_answers_exit_zero(tmp_path):
+    import yaml
+    key = yaml.safe_load((ROOT / "reference" / "answer_key.yaml").read_text())["token_embedding"]
+    answers = tmp_path / "answers.yaml"
+    answers.write_text(yaml.safe_dump({"token_embedding": {q: v["answer"] for q, v in key.items()}}))
+    code, report, _ = run(tmp_path, GOOD, "--answers", str(answers))
+    assert code == 0 and report["score"] == report["max_score"] > 0
+
+
+def test_shipped_stub_scores_zero_with_readable_failures(tmp_path):
+    code, report, text = run(tmp_path, (ROOT / "student" / "layers.py").read_text())
+    assert code == 1 and report["score"] == 0
+    assert "NotImplementedError" in text and "reproduce:" in text
+
+
+@pytest.mark.parametrize("source,needle", [
+    ("def broken(:\n    pass\n", "SyntaxError"),
+    ("import torch_does_not_exist\n", "ModuleNotFoundError"),
+    ("import torch\n", "defines no Embedding"),
+    ("raise SystemExit(3)\n", "SystemExit"),
+])
+def test_unusable_student_file_gives_one_clear_problem(tmp_path, source, needle):
+    code, report, text = run(tmp_path, source)
+    assert code == 1
+    ch = report["challenges"][0]
+    assert needle in ch["problem"]
+    assert all(c["status"] == "error" for c in code_checks(report))
+    assert "Traceback" not in text
+
+
+def test_wrong_signature_costs_only_the_signature_check(tmp_path):
+    source = GOOD.replace("def __init__(self, num_embeddings, embedding_dim, device=None, dtype=None)",
+                          "def __init__(self, vocab, dim, device=None, dtype=None)") \
+                 .replace("(num_embeddings, embedding_dim, device", "(vocab, dim, device")
+    code, report, _ = run(tmp_path, source)
+    failing = {c["id"] for c in code_checks(report) if c["status"] != "passed"}
+    assert failing == {"signature"}
+
+
+def test_exit_and_hang_in_forward_are_check_failures_not_grader_crashes(tmp_path):
+    source = GOOD.replace('        return self.weight[token_ids]',
+                          '        if token_ids.dtype == torch.int32:\n'
+                          '            import os; os._exit(7)\n'
+                          '        if token_ids.numel() == 0:\n'
+                          '            while True: pass\n'
+                          '        return self.weight[token_ids]')
+    assert "os._exit" in source
+    code, report, text = run(tmp_path, source, "--check", "int32_ids", "--check", "output_shape",
+                             "--check", "matches_reference", "--timeout", "3")
+    by_id = {c["id"]: c for c in report["challenges"][0]["checks"]}
+    assert by_id["int32_ids"]["status"] == "error" and "os._exit" in by_id["int32_ids"]["message"]
+    assert by_id["output_shape"]["status"] == "error" and "no answer after 3 s" in by_id["output_shape"]["message"]
+    assert code == 1
+
+
+def test_malformed_spec_exits_2_with_file_and_line(tmp_path, capsys):
+    specs = tmp_path / "challenges"
+    specs.mkdir()
+    (specs / "token_embedding.yaml").write_text((ROOT / "challenges" / "token_embedding.yaml").read_text()
+                                                .replace("points: 3", "points: -3", 1))
+    student = tmp_path / "layers.py"
+    student.write_text(GOOD)
+    import os
+    os.environ["VALIDATOR_CHALLENGES"] = str(specs)
+    try:
+        code = cli_main(["submit-build", "--student", str(student), "--no-input"])
+    finally:
+        del os.environ["VALIDATOR_CHALLENGES"]
+    err = capsys.readouterr().err
+    assert code == 2 and "token_embedding.yaml:" in err and "points" in err
+
+
+def test_usage_errors_exit_2(tmp_path, capsys):
+    assert cli_main(["submit-build", "--student", str(tmp_path / "missing.py")]) == 2
+    assert cli_main(["submit-build", "--bogus"]) == 2
+    student = tmp_path / "layers.py"
+    student.write_text(GOOD)
+    assert cli_main(["submit-build", "--student", str(student), "--challenge", "nope", "--no-input"]) == 2
+    assert "unknown challenge nope" in capsys.readouterr().err
+
+
+def test_student_directory_argument(tmp_path):
+    (tmp_path / "sub").mkdir()
+    code, report, _ = run(tmp_path / "sub", GOOD, "--check", "parameters")
+    assert report["challenges"][0]["checks"][0]["status"] == "passed"

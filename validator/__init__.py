@@ -9,3 +9,9 @@ orchestrates a challenge, reporters/ render the plain-data results.
 """
 
 __version__ = "0.1.0"
+
+import warnings as _warnings
+
+# torch's CPU wheel does not depend on numpy and warns at import when it is absent; the
+# grader never needs numpy, so the warning would only be noise in every report.
+_warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)

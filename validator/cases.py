@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from validator.spec.schema import Challenge, Entry, InputSpec, resolve
+from validator.spec.schema import _EXPR, Challenge, Entry, InputSpec, resolve
 
 MAX_DRAWN_VALUES = 64
 DTYPES = {"int64": torch.int64, "int32": torch.int32, "float32": torch.float32,
@@ -33,6 +33,8 @@ class Case:
     def summary(self) -> str:
         parts = [", ".join(f"{k}={v}" for k, v in self.dims.items())]
         for name, value in self.inputs.items():
+            if not isinstance(value, torch.Tensor) and name in self.dims and self.dims[name] == value:
+                continue  # a value input that repeats a dim (max_seq_len=max_seq_len) is shown once
             parts.append(f"{name}={describe_value(value)}")
         parts.extend(self.notes)
         return "; ".join(p for p in parts if p)
@@ -54,16 +56,57 @@ def merged_input(base: InputSpec, override: dict | None) -> InputSpec:
     return InputSpec.model_validate({**base.model_dump(exclude_unset=True), **override})
 
 
+def literal_or_dim(value: Any, dims: dict[str, Any]) -> Any:
+    """A value input's value: ``"max_seq_len"`` or ``"high-1"`` names a dim, any other value is literal."""
+    if isinstance(value, str):
+        match = _EXPR.match(value)
+        if match and match.group(1) in dims:
+            return resolve(value, dims)
+    return value
+
+
+def _pick(spec: InputSpec, draw=None) -> Any:
+    """A value input's value: an explicit ``value`` wins; else a drawn (or the first) choice."""
+    if spec.choices and "value" not in spec.model_fields_set:
+        return draw(st.sampled_from(spec.choices)) if draw is not None else spec.choices[0]
+    return spec.value
+
+
+def option_values(challenge: Challenge, dims: dict[str, Any], overrides: dict | None = None,
+                  draw=None) -> dict[str, Any]:
+    """The construction options (value inputs no entry calls with), check overrides applied.
+
+    With ``draw`` (inside a hypothesis strategy) an option with ``choices`` is drawn;
+    without it the first choice is taken.
+    """
+    out: dict[str, Any] = {}
+    for name, base in challenge.options().items():
+        spec = merged_input(base, (overrides or {}).get(name))
+        out[name] = literal_or_dim(_pick(spec, draw), dims)
+    return out
+
+
+def round_dims(challenge: Challenge, dims: dict[str, Any]) -> dict[str, Any]:
+    """Round the dims under ``multiple_of`` up to their step (an even ``embedding_dim``)."""
+    out = dict(dims)
+    for name, step in challenge.multiple_of.items():
+        if isinstance(out.get(name), int) and out[name] % step:
+            out[name] += step - out[name] % step
+    return out
+
+
 def dims_strategy(challenge: Challenge, fixed: dict[str, int] | None = None) -> st.SearchStrategy:
+    """Dims drawn from their ranges (multiples of their ``multiple_of`` step); ``fixed`` ones as given."""
     fixed = fixed or {}
     parts = {}
     for name, rng in challenge.dims.items():
+        step = challenge.multiple_of.get(name, 1)
         if name in fixed:
             parts[name] = st.just(int(fixed[name]))
         elif isinstance(rng, int):
             parts[name] = st.just(rng)
         else:
-            parts[name] = st.integers(rng[0], rng[1])
+            parts[name] = st.integers(-(-rng[0] // step), rng[1] // step).map(lambda k, s=step: k * s)
     for name, value in fixed.items():
         parts.setdefault(name, st.just(int(value)))
     return st.fixed_dictionaries(parts)
@@ -82,12 +125,13 @@ def _shape_strategy(spec: InputSpec, dims: dict[str, int], min_side: int) -> st.
 def _input(draw, spec: InputSpec, dims: dict[str, int]) -> tuple[Any, list[str]]:
     notes: list[str] = []
     if spec.type == "value":
-        return (resolve(spec.value, dims) if isinstance(spec.value, (str, int)) else spec.value), notes
+        return literal_or_dim(_pick(spec, draw), dims), notes
     needs_element = spec.inject is not None or spec.include or spec.repeats
     shape = draw(_shape_strategy(spec, dims, min_side=1 if needs_element else 0))
     numel = math.prod(shape)
     if needs_element and numel < max(2 if spec.repeats else 1, len(spec.include)):
         extra = max(2 if spec.repeats else 1, len(spec.include))
+        shape = tuple(max(s, 1) for s in shape)  # a fixed zero-size dim (seq_len=0) cannot hold the element
         shape = tuple(shape) + (extra,) if not shape else (shape[0] * extra,) + tuple(shape[1:])
         numel = math.prod(shape)
     seed = draw(st.integers(0, 2**31 - 1))
@@ -124,6 +168,7 @@ def case_strategy(draw, challenge: Challenge, entry: Entry, overrides: dict | No
     """A strategy for the arguments of one entry, with a check's input overrides applied."""
     overrides = overrides or {}
     dims = draw(dims_strategy(challenge, fixed_dims))
+    dims.update(option_values(challenge, dims, overrides, draw))
     inputs: dict[str, Any] = {}
     notes: list[str] = []
     for name in entry.call:
@@ -142,6 +187,8 @@ def fixed_case(challenge: Challenge, entry: Entry, *, dims: dict[str, int] | Non
                overrides: dict | None = None) -> Case:
     """A single deterministic case (for statistics and performance checks)."""
     dims = {**{k: (v if isinstance(v, int) else v[1]) for k, v in challenge.dims.items()}, **(dims or {})}
+    dims = round_dims(challenge, dims)
+    dims.update({k: v for k, v in option_values(challenge, dims, overrides).items() if k not in dims})
     gen = torch.Generator().manual_seed(seed)
     inputs: dict[str, Any] = {}
     for name in entry.call:
@@ -149,7 +196,7 @@ def fixed_case(challenge: Challenge, entry: Entry, *, dims: dict[str, int] | Non
         shape = [int(resolve(d, dims)) for d in (shapes or {}).get(name, [])] if shapes and name in shapes \
             else [int(resolve(d, dims)) for d in spec.shape if d != "..."]
         if spec.type == "value":
-            inputs[name] = resolve(spec.value, dims) if isinstance(spec.value, (str, int)) else spec.value
+            inputs[name] = literal_or_dim(_pick(spec), dims)
         elif spec.type == "token_ids":
             high = int(resolve(spec.high, dims))
             inputs[name] = torch.randint(0, high, shape, generator=gen).to(DTYPES[spec.dtype or "int64"])

@@ -22,8 +22,49 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run only this check (repeatable), e.g. to reproduce a failure")
     sb.add_argument("--profile", choices=["quick", "default", "ci"],
                     help="hypothesis effort (default: 'ci' when $CI is set, else 'default')")
+    sb.add_argument("--timeout", type=float, metavar="SECONDS",
+                    help="cap on each call into your code (default: each check's own, usually 30 s)")
     sb.add_argument("--no-input", dest="interactive", action="store_false", default=None,
                     help="never prompt for missing answers")
+
+    rg = sub.add_parser("regenerate", help="instructor: rebuild the stub, answers template, pages and fixtures "
+                                           "from the reference and the specs, then self-check")
+    rg.add_argument("--check", action="store_true",
+                    help="write nothing; fail if anything is stale or the self-check fails (for CI)")
+    rg.add_argument("--challenge", action="append", dest="challenges", metavar="ID",
+                    help="record and self-check only this challenge (repeatable); pages and stub are always whole")
+    rg.add_argument("--force", action="store_true", help="re-record the frozen reference results even if fresh")
+    rg.add_argument("--no-self-check", dest="self_check", action="store_false",
+                    help="skip grading the reference and the stub")
+
+    rl = sub.add_parser("release", help="instructor: build a student handout or an autograder bundle")
+    rl.add_argument("--out", metavar="DIR", help="write the student handout (no reference, no answer key) here")
+    rl.add_argument("--autograder", metavar="DIR",
+                    help="write the grading bundle (reference, keys, Gradescope and GitHub Actions files) here")
+    rl.add_argument("--force", action="store_true", help="replace DIR if it exists")
+
+    gr = sub.add_parser("grade", help="staff: grade a folder of submissions, each sandboxed, into OUT_DIR")
+    gr.add_argument("submissions", metavar="SUBMISSIONS_DIR",
+                    help="one folder per submission, each with a layers.py (and optionally answers.yaml)")
+    gr.add_argument("--out", required=True, metavar="OUT_DIR", help="where reports and grades.csv go")
+    gr.add_argument("--challenge", action="append", dest="challenges", metavar="ID",
+                    help="grade only this challenge (repeatable); default: all")
+    gr.add_argument("--workers", type=int, metavar="N", help="submissions graded at once (default: CPU count)")
+    gr.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+                    help="wall time (and CPU time) allowed per submission (default: 300)")
+    gr.add_argument("--memory", type=int, default=2048, metavar="MB",
+                    help="memory allowed per submission (default: 2048)")
+    gr.add_argument("--shard", metavar="I/N", help="grade only shard I of N (1-based), for a job array")
+    gr.add_argument("--seed", type=int, default=0, help="fixed seed for every submission (default: 0)")
+    gr.add_argument("--profile", default="batch", help="hypothesis effort (default: batch)")
+    gr.add_argument("--no-isolation", dest="isolate", action="store_false",
+                    help="run student code without the sandbox (trusted code only, e.g. debugging)")
+
+    mg = sub.add_parser("merge", help="staff: combine the OUT_DIRs of `grade --shard` runs into one gradebook")
+    mg.add_argument("shard_dirs", nargs="+", metavar="SHARD_OUT_DIR", help="output folders of the shards")
+    mg.add_argument("--out", required=True, metavar="OUT_DIR", help="where the merged outputs go")
+    mg.add_argument("--allow-missing", action="store_true",
+                    help="write the gradebook even if some shards are missing")
     return parser
 
 
@@ -37,6 +78,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "submit-build":
         from validator.submit import main as submit_main
         return submit_main(**kwargs)
+    if args.command in ("regenerate", "release"):
+        try:
+            module = __import__(f"validator.instructor.{args.command}", fromlist=["main"])
+        except ModuleNotFoundError:
+            print(f"`validator {args.command}` is an instructor command: this copy (a student handout) "
+                  "does not include the instructor tools", file=sys.stderr)
+            return 2
+        return module.main(**kwargs)
+    if args.command == "grade":
+        from validator.batch.grade import main as grade_main
+        return grade_main(**kwargs)
+    if args.command == "merge":
+        from validator.batch.merge import main as merge_main
+        return merge_main(**kwargs)
     parser.error(f"unknown command {args.command}")
     return 2
 

@@ -17,6 +17,33 @@ DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 }
 
 
+class GrowingAtol(float):
+    """An absolute tolerance that grows by ``per_step`` with each index along ``axis``.
+
+    It is a float (its value is the tolerance at index 0), so code that only
+    knows plain ``atol`` keeps working; :func:`mismatch` widens it per element.
+    """
+
+    per_step: float
+    axis: int
+
+    def __new__(cls, atol: float, per_step: float, axis: int) -> "GrowingAtol":
+        obj = super().__new__(cls, atol)
+        obj.per_step = float(per_step)
+        obj.axis = int(axis)
+        return obj
+
+    def allowed(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """The absolute tolerance of every element of a tensor of ``shape``."""
+        if not shape:
+            return torch.tensor(float(self), dtype=torch.float64)
+        axis = self.axis % len(shape)
+        index = torch.arange(shape[axis], dtype=torch.float64)
+        view = [1] * len(shape)
+        view[axis] = shape[axis]
+        return (float(self) + self.per_step * index).reshape(view).expand(shape)
+
+
 def tolerance_for(dtype: torch.dtype, spec: object = "default") -> tuple[float, float]:
     """Resolve a spec tolerance (``"exact"``, ``"default"`` or a per-dtype table) for a dtype."""
     if spec == "exact" or not (dtype.is_floating_point or dtype.is_complex):
@@ -25,9 +52,12 @@ def tolerance_for(dtype: torch.dtype, spec: object = "default") -> tuple[float, 
         key = str(dtype).removeprefix("torch.")
         entry = spec.get(key)
         if entry is not None:
-            atol = entry["atol"] if isinstance(entry, dict) else entry.atol
-            rtol = entry["rtol"] if isinstance(entry, dict) else entry.rtol
-            return float(atol), float(rtol)
+            get = entry.get if isinstance(entry, dict) else (lambda k, d=None: getattr(entry, k, d))
+            atol, rtol = float(get("atol")), float(get("rtol"))
+            per_step = float(get("atol_per_step", 0.0) or 0.0)
+            if per_step:
+                return GrowingAtol(atol, per_step, int(get("axis", -1))), rtol
+            return atol, rtol
     return DEFAULT_TOLERANCES.get(dtype, (1e-5, 1.3e-6))
 
 
@@ -45,8 +75,12 @@ def mismatch(actual: object, expected: torch.Tensor, *, atol: float, rtol: float
         return None
     a = actual.detach().to(torch.float64) if actual.dtype.is_floating_point else actual.detach()
     e = expected.detach().to(torch.float64) if expected.dtype.is_floating_point else expected.detach()
+    growing = isinstance(atol, GrowingAtol) and a.dim() > 0
     if not a.dtype.is_floating_point:
         bad = a != e
+    elif growing:
+        limit = atol.allowed(tuple(a.shape)) + rtol * e.abs()
+        bad = ~((a - e).abs() <= limit) & ~((a == e) & torch.isfinite(e))
     else:
         close = torch.isclose(a, e, atol=atol, rtol=rtol, equal_nan=False)
         bad = ~close
@@ -61,7 +95,12 @@ def mismatch(actual: object, expected: torch.Tensor, *, atol: float, rtol: float
     pct = 100.0 * n_bad / e.numel()
     text = (f"{what}: {n_bad} of {e.numel()} elements differ ({pct:.3g}%); worst at index "
             f"{list(index)}: got {got:.8g}, expected {want:.8g}")
-    if a.dtype.is_floating_point:
+    if a.dtype.is_floating_point and growing:
+        step = index[atol.axis % a.dim()]
+        allowed = float(atol) + atol.per_step * step + rtol * abs(want)
+        text += (f" (|difference| {abs(got - want):.3g}, allowed {allowed:.3g} = atol {float(atol):g} + "
+                 f"{atol.per_step:g} x index {step} along axis {atol.axis} + rtol {rtol:g} x |expected|)")
+    elif a.dtype.is_floating_point:
         allowed = atol + rtol * abs(want)
         text += f" (|difference| {abs(got - want):.3g}, allowed {allowed:.3g} = atol {atol:g} + rtol {rtol:g} x |expected|)"
     return text

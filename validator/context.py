@@ -28,6 +28,10 @@ class CheckErrored(Exception):
     """The student's code could not be observed (it raised, hung or died)."""
 
 
+class ReferenceUnavailable(Exception):
+    """Handout mode: the frozen reference holds no result for a call made outside a hypothesis search."""
+
+
 def format_exception(result: dict, entry: str) -> str:
     info = result.get("exception") or {}
     stage = result.get("stage", "call")
@@ -54,6 +58,14 @@ class Context:
     entries: dict[str, dict] = field(default_factory=dict)
     param_maps: dict[str, dict[str, str] | None] = field(default_factory=dict)
     reference_file: str | None = None
+    # Handout mode: reference results come from fixtures (validator.instructor.fixtures.FrozenReference).
+    frozen: Any = None
+    # Recording: called with (call, result) for every in-process reference call.
+    recorder: Any = None
+    timeout_cap: float | None = None
+
+    def _timeout(self, timeout: float) -> float:
+        return min(timeout, self.timeout_cap) if self.timeout_cap else timeout
 
     def check_seed(self, check_id: str) -> int:
         """A per-check seed, so one check's cases don't depend on which others ran."""
@@ -101,12 +113,12 @@ class Context:
         return call
 
     def student(self, call: dict, timeout: float, doing: str = "running your code") -> dict:
-        reply = self.worker.request({"op": "execute", "call": self.for_student(call)}, timeout, doing)
+        reply = self.worker.request({"op": "execute", "call": self.for_student(call)}, self._timeout(timeout), doing)
         return self._rename_back(call["entry"], reply)
 
     def student_many(self, calls: list[dict], timeout: float, doing: str = "running your code") -> list[dict]:
         reply = self.worker.request({"op": "execute_many", "calls": [self.for_student(c) for c in calls]},
-                                    timeout, doing)
+                                    self._timeout(timeout), doing)
         if not reply.get("ok"):
             raise CheckErrored(format_exception(reply, calls[0]["entry"]))
         return [self._rename_back(c["entry"], r) for c, r in zip(calls, reply["results"])]
@@ -120,11 +132,17 @@ class Context:
         return reply
 
     def reference_call(self, call: dict) -> dict:
-        result = execute(self.reference, call, origin=self.reference_file)
+        result = self.reference_raw(call)
         if not result.get("ok"):
             raise RuntimeError("the reference failed on a generated case (a spec or reference bug): "
                                + format_exception(result, call["entry"]))
         return result
 
     def reference_raw(self, call: dict) -> dict:
-        return execute(self.reference, call, origin=self.reference_file)
+        """The reference's result for ``call``: run in-process, or replayed from fixtures in a handout."""
+        if self.frozen is not None:
+            return self.frozen.lookup(self.challenge.id, call)
+        result = execute(self.reference, call, origin=self.reference_file)
+        if self.recorder is not None:
+            self.recorder(call, result)
+        return result

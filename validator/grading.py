@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from validator import checks
 from validator.checks.common import match_parameters, probe_case, probe_dims
-from validator.context import CheckErrored, CheckFailed, Context, format_exception
+from validator.context import CheckErrored, CheckFailed, Context, ReferenceUnavailable, format_exception
 from validator.questions import grade_question
 from validator.results import ChallengeResult, CheckResult
 from validator.spec.schema import Challenge, CheckSpec
@@ -66,9 +66,23 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
     started = time.perf_counter()
     base = dict(id=check.id, kind=check.kind, max_score=check.points, title=check.title)
     status, message = "passed", ""
+    if ctx.frozen is not None or ctx.recorder is not None:
+        from validator.instructor.fixtures import DEFERRED, live_only
+
+        if live_only(check.test):
+            if ctx.frozen is not None:
+                return CheckResult(status="skipped", score=0.0, message=f"{DEFERRED}: this check measures the "
+                                   "reference implementation itself, which a handout does not include", **base)
+            ctx.recorder.active = False
+        if ctx.frozen is not None:
+            ctx.frozen.reset()
+        if ctx.recorder is not None:
+            ctx.recorder.begin_check()
     try:
         note = test.fn(ctx, check, params)
         message = note or ""
+    except ReferenceUnavailable as exc:
+        status, message = "skipped", str(exc)
     except CheckFailed as exc:
         status, message = "failed", str(exc)
     except CheckErrored as exc:
@@ -79,6 +93,18 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
         status = "error"
         message = (f"internal grader error ({type(exc).__name__}: {exc}); this is not your fault, please "
                    f"report it with the seed.\n{traceback.format_exc(limit=3)}")
+    finally:
+        if ctx.recorder is not None:
+            ctx.recorder.end_check()
+            ctx.recorder.active = True
+    if ctx.frozen is not None and status == "error" and ctx.frozen.misses and not ctx.frozen.hits:
+        from validator.instructor.fixtures import DEFERRED
+
+        status, message = "skipped", (f"{DEFERRED}: none of the generated inputs has a frozen reference result "
+                                      "(were the fixtures recorded with another hypothesis version?)")
+    if status == "skipped":
+        return CheckResult(status=status, score=0.0, message=message,
+                           duration_s=round(time.perf_counter() - started, 3), **base)
     if check.advisory:
         status = "passed" if status == "passed" else "advisory"
     if check.hint and status in ("failed", "advisory", "error") and check.hint not in message:
@@ -93,10 +119,13 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
 def grade_challenge(challenge: Challenge, *, worker: Worker, reference: dict[str, Any] | None,
                     reference_file: str | None, student_file: Path, seed: int, settings,
                     answers: dict[str, Any], key: dict[str, Any] | None, only_checks: set[str] | None = None,
-                    student_arg: str | None = None, on_check: Callable[[CheckResult], None] | None = None) -> ChallengeResult:
+                    student_arg: str | None = None, timeout: float | None = None, on_check: Callable[[CheckResult], None] | None = None,
+                    frozen: Any = None, recorder: Any = None) -> ChallengeResult:
+    """Grade one challenge. ``frozen`` replays reference results (handout); ``recorder`` records them."""
     result = ChallengeResult(id=challenge.id, title=challenge.title)
     ctx = Context(challenge=challenge, reference=reference or {}, worker=worker, student_file=student_file,
-                  seed=seed, settings=settings, reference_file=reference_file)
+                  seed=seed, settings=settings, reference_file=reference_file, frozen=frozen, recorder=recorder,
+                  timeout_cap=timeout)
     load = worker.load()
     problem = None
     if not load.get("ok"):
@@ -109,12 +138,19 @@ def grade_challenge(challenge: Challenge, *, worker: Worker, reference: dict[str
         except WorkerFailure as exc:
             problem = f"inspecting layers.py failed: {exc}"
     selected = [c for c in challenge.checks if not only_checks or c.id in only_checks]
+    done: dict[str, CheckResult] = {}
     for check in selected:
+        unmet = [r for r in check.requires if r in done and done[r].status != "passed"]
         if problem:
             cr = CheckResult(id=check.id, kind=check.kind, status="error", score=0.0, max_score=check.points,
                              title=check.title, message="not run: see the problem above")
+        elif unmet:
+            cr = CheckResult(id=check.id, kind=check.kind, status="skipped", score=0.0, max_score=check.points,
+                             title=check.title, message=f"not graded until {', '.join(unmet)} passes: "
+                             "this check only means something for a working implementation")
         else:
             cr = run_check(ctx, check, student_arg)
+        done[check.id] = cr
         result.checks.append(cr)
         if on_check:
             on_check(cr)

@@ -12,7 +12,7 @@ import os
 
 from hypothesis import HealthCheck, Phase, settings as Settings
 
-_COMMON = dict(deadline=None, database=None, print_blob=False, derandomize=False,
+_COMMON = dict(deadline=None, database=None, print_blob=False, derandomize=False, report_multiple_bugs=False,
                suppress_health_check=list(HealthCheck),
                phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink])
 
@@ -20,6 +20,10 @@ PROFILES = {
     "default": Settings(max_examples=20, **_COMMON),
     "ci": Settings(max_examples=100, **_COMMON),
     "quick": Settings(max_examples=6, **_COMMON),
+    # `validator grade`: hundreds of submissions. Derandomized and seeded, so a regrade gives the same report;
+    # no shrinking, so a failure shows the first failing input found (submit-build shrinks it locally).
+    "batch": Settings(**{**_COMMON, "max_examples": 3, "derandomize": True,
+                         "phases": [Phase.explicit, Phase.reuse, Phase.generate]}),
 }
 
 

@@ -39,7 +39,7 @@ class Test:
 
 
 REGISTRY: dict[str, Test] = {}
-_MODULES = ("structure", "behaviour", "gradient", "init", "constraint", "performance")
+_MODULES = ("structure", "behaviour", "gradient", "init", "constraint", "performance", "modules", "dropout")
 
 
 def register(name: str, params: type[Params] = Params, *, uses_reference: bool = True):
@@ -49,21 +49,26 @@ def register(name: str, params: type[Params] = Params, *, uses_reference: bool =
     return deco
 
 
+_loaded = False
+
+
 def _load_all() -> None:
-    for mod in _MODULES:
-        importlib.import_module(f"validator.checks.{mod}")
+    """Import every test module once, whatever was imported directly before."""
+    global _loaded
+    if not _loaded:
+        for mod in _MODULES:
+            importlib.import_module(f"validator.checks.{mod}")
+        _loaded = True
 
 
 def get(name: str) -> Test:
-    if not REGISTRY:
-        _load_all()
+    _load_all()
     return REGISTRY[name]
 
 
 def validate_check_params(challenge: Challenge) -> list[tuple[tuple, str]]:
     """Spec-load hook: unknown tests and bad test parameters, with their locations."""
-    if not REGISTRY:
-        _load_all()
+    _load_all()
     problems: list[tuple[tuple, str]] = []
     for i, check in enumerate(challenge.checks):
         test = REGISTRY.get(check.test)
@@ -106,15 +111,15 @@ def for_all(ctx: Context, check: CheckSpec, strategy, body: Callable[[Any], None
     state: dict[str, Any] = {"runs": 0, "last": None, "stop": None}
 
     def prop(case):
+        if state["stop"] is None:
+            state["last"] = case
+            state["runs"] += 1
+            try:
+                body(case)
+            except WorkerFailure as exc:
+                state["stop"] = (exc, case)
         if state["stop"] is not None:
-            raise _Stop()
-        state["last"] = case
-        state["runs"] += 1
-        try:
-            body(case)
-        except WorkerFailure as exc:
-            state["stop"] = (exc, case)
-            raise _Stop() from None
+            raise _Stop()  # one raise site, so hypothesis sees one consistent failure
 
     settings = ctx.settings
     if max_examples is not None:

@@ -100,11 +100,78 @@ def validate(path: Path, data: Any, node: yaml.Node | None,
     return challenge
 
 
+MERGED_MAPPINGS = ("dims", "inputs", "forbidden")
+MERGED_LISTS = ("checks", "questions")
+
+
+def _merge_by_id(path: Path, key: str, parent: list, child: list) -> list:
+    """Items of ``child`` update the parent's item with the same id, or are appended; ``drop: true`` removes."""
+    out = [dict(item) for item in parent if isinstance(item, dict)]
+    index = {item.get("id"): i for i, item in enumerate(out)}
+    dropped: set[int] = set()
+    for item in child:
+        if not isinstance(item, dict) or "id" not in item:
+            raise SpecError(path, [(None, f"{key}: every item needs an `id` (to override or extend the parent's)")])
+        item = dict(item)
+        drop = item.pop("drop", False)
+        i = index.get(item["id"])
+        if drop:
+            if i is None:
+                raise SpecError(path, [(None, f"{key}: cannot drop {item['id']!r}: the parent has no such item")])
+            dropped.add(i)
+        elif i is None:
+            index[item["id"]] = len(out)
+            out.append(item)
+        else:
+            out[i] = {**out[i], **item}
+    return [item for i, item in enumerate(out) if i not in dropped]
+
+
+def merge_specs(path: Path, parent: dict, child: dict) -> dict:
+    """A variant's spec over its parent's: see docs/authoring.md ("Variants").
+
+    - ``dims``, ``inputs``, ``forbidden``: merged name by name (the child's entry wins);
+    - ``checks``, ``questions``: merged by ``id``: a child item updates the parent's
+      item key by key, ``drop: true`` removes it, a new id is appended; an empty
+      list (``questions: []``) clears the parent's;
+    - every other key (``entries``, ``contract``, ``tolerance``, ...) is replaced.
+    """
+    merged = {k: v for k, v in parent.items() if k != "extends"}
+    for key, value in child.items():
+        if key in MERGED_MAPPINGS and isinstance(value, dict) and isinstance(parent.get(key), dict):
+            merged[key] = {**parent[key], **value}
+        elif key in MERGED_LISTS and value and isinstance(value, list) and isinstance(parent.get(key), list):
+            merged[key] = _merge_by_id(path, key, parent[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def resolve_extends(path: Path, data: Any, seen: tuple[Path, ...] = ()) -> Any:
+    """Follow ``extends: <id>`` to ``<id>.yaml`` beside ``path``, recursively, and merge."""
+    if not isinstance(data, dict) or not data.get("extends"):
+        return data
+    parent_id = data["extends"]
+    parent_path = path.parent / f"{parent_id}.yaml"
+    if parent_path.resolve() in seen or parent_path.resolve() == path.resolve():
+        raise SpecError(path, [(None, f"extends: {parent_id!r} leads back to this spec (a cycle)")])
+    if not parent_path.exists():
+        raise SpecError(path, [(None, f"extends: no spec {parent_path.name} beside this file")])
+    parent, _ = parse_yaml(parent_path)
+    parent = resolve_extends(parent_path, parent, seen + (path.resolve(),))
+    if not isinstance(parent, dict):
+        raise SpecError(parent_path, [(1, "a challenge spec must be a YAML mapping (key: value)")])
+    merged = merge_specs(path, parent, data)
+    merged["extends"] = parent_id
+    return merged
+
+
 def load_challenge(path: str | Path) -> Challenge:
     from validator.checks import validate_check_params  # the registry knows each test's parameters
 
     path = Path(path)
     data, node = parse_yaml(path)
+    data = resolve_extends(path, data)
     return validate(path, data, node, extra=validate_check_params)
 
 

@@ -48,7 +48,13 @@ class Entry(Strict):
 
 
 class InputSpec(Strict):
-    """How to generate one call argument."""
+    """How to generate one call argument, or one construction option.
+
+    An input of ``type: value`` that an entry names in ``init``/``init_kwargs``
+    rather than in ``call`` is an *option*: a constructor setting (a dropout
+    rate, ``positional="sinusoidal"``) that checks override with
+    ``inputs: {name: {value: ...}}``. ``choices`` lets hypothesis draw it.
+    """
 
     type: Literal["token_ids", "float", "value"]
     shape: list[Dim] = Field(default_factory=lambda: ["..."])
@@ -59,6 +65,7 @@ class InputSpec(Strict):
     inject: Optional[Dim] = None
     repeats: bool = False
     value: Any = None
+    choices: list[Any] = Field(default_factory=list)
     max_leading_dims: int = Field(3, ge=0, le=6)
     max_side: int = Field(4, ge=0, le=64)
 
@@ -71,12 +78,23 @@ class InputSpec(Strict):
             raise ValueError(f"unsupported dtype {self.dtype!r}")
         if self.shape.count("...") > 1:
             raise ValueError("`...` may appear at most once in a shape")
+        if self.choices and self.type != "value":
+            raise ValueError("`choices` is for inputs of type value")
         return self
 
 
 class ToleranceSpec(Strict):
+    """``|got - expected| <= atol + atol_per_step * k + rtol * |expected|``.
+
+    ``k`` is the element's index along ``axis`` (0 when ``atol_per_step`` is 0):
+    for formulas whose rounding error grows with an index, such as a float32
+    ``sin(position * frequency)`` whose argument error grows with the position.
+    """
+
     atol: float = Field(ge=0)
     rtol: float = Field(ge=0)
+    atol_per_step: float = Field(0.0, ge=0)
+    axis: int = -1
 
 
 Tolerance = Union[Literal["exact", "default"], dict[str, ToleranceSpec]]
@@ -96,6 +114,7 @@ class CheckSpec(BaseModel):
     advisory: bool = False
     entry: Optional[str] = None
     timeout: float = Field(30.0, gt=0)
+    requires: list[str] = Field(default_factory=list)
 
     @field_validator("kind")
     @classmethod
@@ -150,6 +169,7 @@ class Challenge(Strict):
     extends: Optional[str] = None
     entries: dict[str, Entry]
     dims: dict[str, Union[list[int], int]] = Field(default_factory=dict)
+    multiple_of: dict[str, int] = Field(default_factory=dict)
     inputs: dict[str, InputSpec] = Field(default_factory=dict)
     forbidden: Forbidden = Field(default_factory=Forbidden)
     tolerance: Tolerance = "default"
@@ -165,13 +185,37 @@ class Challenge(Strict):
         return v
 
     @model_validator(mode="after")
+    def _multiples(self):
+        for name, step in self.multiple_of.items():
+            if name not in self.dims:
+                raise ValueError(f"multiple_of names {name!r}, which is not under `dims`")
+            if step < 1:
+                raise ValueError(f"multiple_of[{name!r}] must be >= 1, got {step}")
+            rng = self.dims[name]
+            lo, hi = (rng, rng) if isinstance(rng, int) else rng
+            if -(-lo // step) * step > hi:
+                raise ValueError(f"dim {name!r} has no multiple of {step} in [{lo}, {hi}]")
+        return self
+
+    @model_validator(mode="after")
     def _references(self):
         if not self.entries:
             raise ValueError("`entries` must name at least one entry")
+        options = set(self.options())
         for name, entry in self.entries.items():
             for arg in entry.call:
                 if arg not in self.inputs:
                     raise ValueError(f"entry {name!r} calls with {arg!r}, which is not under `inputs`")
+            named = [a for a in entry.init if isinstance(a, str)]
+            named += [v for v in entry.init_kwargs.values() if isinstance(v, str)]
+            for expr in named:
+                match = _EXPR.match(expr)
+                ref = match.group(1) if match else None
+                if ref is None or (ref not in self.dims and ref not in options):
+                    raise ValueError(
+                        f"entry {name!r} is built with {expr!r}: a string there must name a dim "
+                        f"(under `dims`) or an option (an input of type value under `inputs`); "
+                        f"known: {', '.join(sorted(set(self.dims) | options)) or 'none'}")
         seen = set()
         for check in self.checks:
             if check.id in seen:
@@ -179,10 +223,19 @@ class Challenge(Strict):
             seen.add(check.id)
             if check.entry is not None and check.entry not in self.entries:
                 raise ValueError(f"check {check.id!r} names entry {check.entry!r}, not under `entries`")
+            for req in check.requires:
+                if req not in seen or req == check.id:
+                    raise ValueError(f"check {check.id!r} requires {req!r}, which must be an earlier check")
         qids = [q.id for q in self.questions]
         if len(qids) != len(set(qids)):
             raise ValueError("question ids must be unique")
         return self
+
+    def options(self) -> dict[str, InputSpec]:
+        """Inputs of type value that no entry calls with: construction options."""
+        called = {arg for entry in self.entries.values() for arg in entry.call}
+        return {name: spec for name, spec in self.inputs.items()
+                if spec.type == "value" and name not in called}
 
     def entry_for(self, check: CheckSpec) -> tuple[str, Entry]:
         name = check.entry or next(iter(self.entries))

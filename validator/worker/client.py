@@ -7,16 +7,22 @@ act on; the next request starts a fresh worker and reloads the student file.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from validator.worker.protocol import ChannelClosed, ChannelTimeout, ProtocolError, Reader, write_message
+
+if TYPE_CHECKING:
+    from validator.sandbox import Sandbox
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 OUTPUT_TAIL_BYTES = 1500
@@ -101,10 +107,13 @@ class Worker:
         except (ChannelClosed, BrokenPipeError):
             code = self.kill()
             raise WorkerFailure("crash", f"the process running your code died while {doing} "
-                                f"({_describe_exit(code)}){self._output_tail()}") from None
+                                f"({self.describe_exit(code)}){self._output_tail()}") from None
         except ProtocolError as exc:
             self.kill()
             raise WorkerFailure("protocol", f"the worker sent a malformed reply while {doing}: {exc}") from None
+
+    def describe_exit(self, code: int | None) -> str:
+        return _describe_exit(code)
 
     def _output_tail(self) -> str:
         try:
@@ -174,3 +183,174 @@ def _close_quietly(fd: int) -> None:
         os.close(fd)
     except OSError:
         pass
+
+
+class TemplateDied(RuntimeError):
+    """The template process is gone: a grader failure, not the student's."""
+
+
+class Template:
+    """A pre-warmed process (torch and the worker imported, no student code) that forks sandboxed workers.
+
+    It runs as the grader's user with a minimal environment, so nothing secret
+    is in the memory a forked worker inherits. Requests go over a private
+    socket that every worker closes before it runs student code.
+    """
+
+    ENV_KEEP = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "VIRTUAL_ENV")
+
+    def __init__(self, *, startup_timeout: float = 120.0):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = {k: os.environ[k] for k in self.ENV_KEEP if k in os.environ}
+        env.update(PYTHONPATH=str(PROJECT_ROOT), PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1",
+                   MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "validator.worker.main", "--template", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            start_new_session=True, env=env, cwd=PROJECT_ROOT)
+        theirs.close()
+        self.sock = ours
+        self.lock = threading.Lock()
+        self.pid = self.call({"op": "hello"}, timeout=startup_timeout)["pid"]
+
+    def call(self, message: dict, fds: tuple[int, ...] = (), timeout: float = 60.0) -> dict:
+        with self.lock:
+            try:
+                self.sock.settimeout(timeout)
+                socket.send_fds(self.sock, [json.dumps(message).encode()], list(fds))
+                data = self.sock.recv(1 << 20)
+            except (OSError, socket.timeout) as exc:
+                raise TemplateDied(f"the worker template stopped answering ({exc})") from None
+        if not data:
+            raise TemplateDied(f"the worker template exited (status {self.proc.poll()})")
+        reply = json.loads(data)
+        if not reply.get("ok"):
+            raise TemplateDied(f"the worker template failed: {reply.get('error')}")
+        return reply
+
+    def spawn(self, sandbox: "Sandbox", fds: tuple[int, int, int], student: str = "layers.py") -> int:
+        return self.call({"op": "spawn", "sandbox": sandbox.to_dict(), "student": student}, fds)["pid"]
+
+    def wait(self, pid: int, timeout: float) -> int | None | str:
+        return self.call({"op": "wait", "pid": pid, "timeout": timeout}, timeout=timeout + 30)["status"]
+
+    def sweep(self, uid: int) -> int:
+        return self.call({"op": "sweep", "uid": uid})["rounds"]
+
+    def close(self) -> None:
+        try:
+            self.call({"op": "exit"}, timeout=30)
+        except TemplateDied:
+            pass
+        self.sock.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self) -> "Template":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class _Forked:
+    """The part of ``subprocess.Popen`` that :class:`Worker` uses, for a worker the template forked."""
+
+    def __init__(self, template: Template, pid: int):
+        self.template, self.pid, self.returncode = template, pid, None
+
+    def poll(self) -> int | None:
+        return self.wait(0.0, raise_timeout=False)
+
+    def wait(self, timeout: float | None = None, raise_timeout: bool = True) -> int | None:
+        if self.returncode is None:
+            status = self.template.wait(self.pid, 3600.0 if timeout is None else timeout)
+            if status is None:
+                if raise_timeout:
+                    raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
+                return None
+            self.returncode = status if isinstance(status, int) else -signal.SIGKILL
+        return self.returncode
+
+
+class SandboxedWorker(Worker):
+    """A :class:`Worker` forked from a :class:`Template` into a sandbox, with a wall-time budget.
+
+    The budget covers the whole submission: every request's timeout is capped by
+    what is left of it, and once it is spent the remaining checks are not run.
+    A failed import is remembered, so each challenge does not wait for it again.
+    """
+
+    def __init__(self, student_file: str | os.PathLike, *, template: Template, sandbox: "Sandbox",
+                 budget_s: float | None = None, startup_timeout: float = 60.0):
+        super().__init__(student_file, startup_timeout=startup_timeout)
+        self.template = template
+        self.sandbox = sandbox
+        self.budget_s = budget_s
+        self.deadline: float | None = None
+        self.load_failure: dict | None = None
+
+    def start(self) -> None:
+        if self.proc is not None:
+            return
+        if self.deadline is None and self.budget_s:
+            self.deadline = time.monotonic() + self.budget_s
+        req_r, req_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        try:
+            pid = self.template.spawn(self.sandbox, (req_r, resp_w, self.log.fileno()))
+        finally:
+            os.close(req_r)
+            os.close(resp_w)
+        self.proc = _Forked(self.template, pid)  # type: ignore[assignment]
+        self.req_fd = req_w
+        self.reader = Reader(resp_r)
+        self.load_reply = None
+
+    def load(self) -> dict:
+        if self.load_failure is not None:
+            return self.load_failure
+        try:
+            return super().load()
+        except WorkerFailure as exc:
+            kind = {"timeout": "TimeoutError", "crash": "WorkerCrashed"}.get(exc.reason, "WorkerFailure")
+            self.load_failure = {"ok": False, "names": [],
+                                 "exception": {"type": kind, "mro": [kind], "message": str(exc), "where": []}}
+            return self.load_failure
+
+    def _roundtrip(self, message: dict, timeout: float, doing: str) -> Any:
+        if self.deadline is None:
+            return super()._roundtrip(message, timeout, doing)
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            self.kill()
+            raise WorkerFailure("timeout", f"not run: the submission used up its {self.budget_s:g} s "
+                                "wall-time limit")
+        try:
+            return super()._roundtrip(message, min(timeout, left), doing)
+        except WorkerFailure as exc:
+            if exc.reason == "timeout" and left < timeout:
+                raise WorkerFailure("timeout", f"killed after {self.budget_s:g} s wall time (the limit for a "
+                                    f"whole submission) while {doing}") from None
+            raise
+
+    def kill(self) -> int | None:
+        code = super().kill()
+        if self.sandbox.uid is not None:
+            try:
+                self.template.sweep(self.sandbox.uid)
+            except TemplateDied:
+                pass
+        return code
+
+    def describe_exit(self, code: int | None) -> str:
+        from validator.sandbox import describe_signal
+
+        if code is not None and code < 0:
+            meaning = describe_signal(-code, self.sandbox.limits)
+            if meaning:
+                return f"{signal.Signals(-code).name}: {meaning}"
+        return super().describe_exit(code)

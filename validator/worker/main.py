@@ -4,13 +4,28 @@ Started as ``python -m validator.worker.main REQ_FD RESP_FD``. Its stdout and
 stderr are redirected by the grader; requests and responses travel on the two
 inherited pipe descriptors only, so nothing a student prints can be mistaken
 for a response.
+
+Started as ``python -m validator.worker.main --template CTRL_FD`` it is a
+template instead: it imports torch and the worker once, never any student
+code, and forks one sandboxed worker per ``spawn`` request (see
+:class:`validator.worker.client.Template`), so a worker starts in milliseconds.
 """
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
+import json
 import os
+import shutil
+import signal
+import socket
 import sys
+import tempfile
+import time
+import traceback
+
+_STUDENT_FILE: str | None = None  # set in a sandboxed worker: its own copy of layers.py, whatever the grader names
 
 
 def _load_student(path: str) -> tuple[dict, dict]:
@@ -41,6 +56,7 @@ def serve(req_fd: int, resp_fd: int) -> None:
     from validator.worker.protocol import ChannelClosed, Reader, write_message
 
     torch.set_num_threads(int(os.environ.get("VALIDATOR_WORKER_THREADS", "1")))
+    memory_mb = int(os.environ.get("VALIDATOR_MEMORY_MB", "0") or 0)
     reader = Reader(req_fd)
     namespace: dict = {}
     origin: str | None = None
@@ -54,7 +70,7 @@ def serve(req_fd: int, resp_fd: int) -> None:
             if op == "hello":
                 reply = {"ok": True, "pid": os.getpid(), "torch": torch.__version__}
             elif op == "load":
-                origin = os.path.abspath(request["path"])
+                origin = os.path.abspath(_STUDENT_FILE or request["path"])
                 namespace, error = _load_student(origin)
                 reply = {"ok": not error, "exception": error or None,
                          "names": sorted(k for k in namespace if not k.startswith("_"))}
@@ -74,6 +90,8 @@ def serve(req_fd: int, resp_fd: int) -> None:
                     "type": "ValueError", "mro": ["ValueError"], "message": f"unknown op {op!r}"}}
         except BaseException as exc:  # noqa: BLE001 - the loop must answer, whatever happened
             reply = {"ok": False, "stage": "worker", "exception": exception_info(exc, origin)}
+        if memory_mb:
+            _note_memory_limit(reply, memory_mb)
         try:
             write_message(resp_fd, reply)
         except BaseException as exc:  # noqa: BLE001 - e.g. an output that cannot be encoded
@@ -81,6 +99,214 @@ def serve(req_fd: int, resp_fd: int) -> None:
                                     "exception": exception_info(exc, origin)})
 
 
+_OOM_WORDS = ("not enough memory", "can't allocate memory", "cannot allocate memory", "out of memory")
+
+
+def _note_memory_limit(obj, memory_mb: int) -> None:
+    """Say which limit an allocation failure hit, so the student knows it was the grader's cap."""
+    if isinstance(obj, list):
+        for v in obj:
+            _note_memory_limit(v, memory_mb)
+        return
+    if not isinstance(obj, dict):
+        return
+    info = obj.get("exception")
+    if isinstance(info, dict):
+        message = str(info.get("message", ""))
+        if info.get("type") == "MemoryError" or any(w in message.lower() for w in _OOM_WORDS):
+            info["message"] = f"memory limit {memory_mb} MB exceeded: {message}"[:2200]
+    for key in ("results",):
+        if isinstance(obj.get(key), list):
+            _note_memory_limit(obj[key], memory_mb)
+
+
+def skip_absent_device_seeding() -> None:
+    """Make ``torch.manual_seed`` cheap where there is no accelerator.
+
+    On a CPU-only machine ``torch.manual_seed`` still queues a seeding call for
+    CUDA, XPU and MTIA, each together with a formatted stack trace (``_lazy_call``),
+    and those calls can never run; under hypothesis's deep stacks that is ~5 ms a
+    seed and a third of the grader's time. Skip the backends that are absent.
+    """
+    import torch
+
+    for backend in ("cuda", "xpu", "mtia"):
+        module = getattr(torch, backend, None)
+        try:
+            absent = module is not None and not module.is_available()
+        except Exception:  # noqa: BLE001 - a backend that cannot even say: leave it alone
+            absent = False
+        if absent and hasattr(module, "manual_seed_all"):
+            module.manual_seed_all = lambda seed: None
+
+
+def _prepare_template() -> None:
+    """Import everything a worker needs, so forked workers never read the grader's files again."""
+    import torch  # noqa: F401
+    import torch.nn.functional  # noqa: F401
+    from torch.utils import _python_dispatch  # noqa: F401
+
+    from validator import runner, sandbox  # noqa: F401
+    from validator.worker import protocol  # noqa: F401
+
+    skip_absent_device_seeding()
+    # The first dispatch-mode trace imports ~800 modules (dynamo, sympy): pay that once, here.
+    weight = torch.nn.Parameter(torch.nn.init.trunc_normal_(torch.empty(4, 3)))
+    call = {"entry": "f", "kind": "function", "inputs": [{"value": torch.tensor([0, 2, 2])}],
+            "want": ["output"], "trace_ops": True, "track_memory": True, "grad_output": torch.ones(3, 3)}
+    runner.execute({"f": lambda ids: weight[ids] * 1.0}, call)
+
+
+def template(ctrl_fd: int) -> None:
+    """Serve spawn/wait/sweep requests from the grader until it closes the control socket."""
+    from validator import sandbox
+
+    _prepare_template()
+    sandbox.set_subreaper()
+    sock = socket.socket(fileno=ctrl_fd)
+    live: dict[int, dict] = {}   # pid -> {"scratch": dir or None, "uid": uid or None}
+    done: dict[int, int] = {}    # pid -> Popen-style return code
+    uids: set[int] = set()
+
+    def reap() -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            info = live.pop(pid, None)
+            if info is None:
+                continue  # an orphan of some worker, reparented to us
+            done[pid] = os.waitstatus_to_exitcode(status)
+            if info.get("scratch"):
+                shutil.rmtree(info["scratch"], ignore_errors=True)
+
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, 1 << 20, 4)
+        except OSError:
+            data, fds = b"", []
+        if not data:
+            break
+        request = json.loads(data)
+        op = request.get("op")
+        reply: dict = {"ok": True}
+        try:
+            if op == "hello":
+                reply["pid"] = os.getpid()
+            elif op == "spawn":
+                box = sandbox.Sandbox.from_dict(request["sandbox"])
+                pid = _spawn(box, request.get("student", "layers.py"), fds, sock)
+                live[pid] = {"scratch": _spawn.last_scratch, "uid": box.uid}
+                if box.uid is not None:
+                    uids.add(box.uid)
+                reply["pid"] = pid
+            elif op == "wait":
+                deadline = time.monotonic() + float(request.get("timeout", 0))
+                pid = int(request["pid"])
+                while True:
+                    reap()
+                    if pid in done or pid not in live or time.monotonic() >= deadline:
+                        break
+                    time.sleep(0.005)
+                reply["status"] = done.pop(pid, None) if pid in done else (None if pid in live else "unknown")
+            elif op == "sweep":
+                reply["rounds"] = sandbox.sweep(int(request["uid"]), reap=reap)
+                reap()
+            elif op == "exit":
+                break
+            else:
+                reply = {"ok": False, "error": f"unknown op {op!r}"}
+        except Exception as exc:  # noqa: BLE001 - report to the grader, keep serving
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        finally:
+            for fd in fds:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        sock.send(json.dumps(reply).encode())
+    for pid in list(live):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    for uid in uids:
+        sandbox.sweep(uid, reap=reap)
+    reap()
+
+
+def _spawn(box, student_name: str, fds: list[int], ctrl: socket.socket) -> int:
+    """Fork one worker: confine it, then serve the grader on the passed pipes."""
+    from validator import sandbox
+
+    if len(fds) != 3:
+        raise ValueError("spawn needs the request, response and log descriptors")
+    req_fd, resp_fd, log_fd = fds
+    scratch = None
+    if not box.namespaces:
+        scratch = tempfile.mkdtemp(prefix="validator-scratch-")
+        if box.uid is not None:
+            os.chown(scratch, box.uid, box.uid)
+    _spawn.last_scratch = scratch
+    pid = os.fork()
+    if pid:
+        return pid
+    try:  # the worker: never returns
+        ctrl.close()
+        # Park the pipes high, then move them to fixed low numbers so every other descriptor can be closed.
+        req_fd, resp_fd, log_fd = (fcntl.fcntl(fd, fcntl.F_DUPFD, 1000) for fd in (req_fd, resp_fd, log_fd))
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.dup2(req_fd, 3)
+        os.dup2(resp_fd, 4)
+        directory, env = sandbox.enter(box, keep_fds=[3, 4], scratch=scratch)
+        os.environ.clear()
+        os.environ.update(env)
+        _clean_sys_path()
+        global _STUDENT_FILE
+        _STUDENT_FILE = os.path.join(directory, student_name)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        serve(3, 4)
+        os._exit(0)
+    except BaseException:  # noqa: BLE001
+        try:
+            traceback.print_exc()
+            sys.stderr.flush()
+        finally:
+            os._exit(70)
+
+
+_spawn.last_scratch = None
+
+
+def _clean_sys_path() -> None:
+    """Drop the grader's folders (and the current dir) from sys.path; torch's site-packages stay."""
+    from validator.paths import PROJECT_ROOT
+
+    root = str(PROJECT_ROOT)
+    keep = []
+    for entry in sys.path:
+        if entry in ("", "."):
+            continue
+        if entry == root or (entry.startswith(root + os.sep) and "site-packages" not in entry
+                             and "dist-packages" not in entry and "/lib/python" not in entry):
+            continue
+        keep.append(entry)
+    sys.path[:] = keep
+    for name in list(sys.modules):
+        if name == "reference" or name.startswith("reference."):
+            del sys.modules[name]
+    importlib.invalidate_caches()
+
+
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), int(sys.argv[2]))
+    if sys.argv[1] == "--template":
+        template(int(sys.argv[2]))
+    else:
+        serve(int(sys.argv[1]), int(sys.argv[2]))
     os._exit(0)

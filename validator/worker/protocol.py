@@ -9,6 +9,7 @@ in the grader or lie about equality.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import select
@@ -52,6 +53,17 @@ def dtype_from_name(name: str) -> torch.dtype:
         raise ProtocolError(f"unsupported dtype {name!r}") from None
 
 
+def tensor_bytes(t: torch.Tensor) -> bytes:
+    """The raw bytes of a tensor's values, in row-major order, as a plain copy.
+
+    Works for every dtype torch has (bfloat16, bool and complex included) and
+    needs no numpy, which the CPU wheel of torch does not pull in.
+    """
+    plain = torch.Tensor._make_subclass(torch.Tensor, t.detach()).to("cpu").contiguous()
+    nbytes = plain.numel() * plain.element_size()
+    return ctypes.string_at(plain.data_ptr(), nbytes) if nbytes else b""
+
+
 def _encode(obj: Any, buffers: list[bytes]) -> Any:
     if isinstance(obj, torch.Tensor):
         meta = {"__tensor__": len(buffers), "dtype": dtype_name(obj.dtype),
@@ -59,13 +71,8 @@ def _encode(obj: Any, buffers: list[bytes]) -> Any:
         if obj.device.type == "meta":
             meta["__tensor__"] = None
             return meta
-        # Copy into a fresh dense CPU tensor: a subclass or odd strides can't leak through.
-        plain = torch.Tensor._make_subclass(torch.Tensor, obj.detach()).to("cpu").contiguous()
-        if plain.dtype == torch.bfloat16:
-            data = plain.view(torch.int16).numpy().tobytes()
-        else:
-            data = plain.numpy().tobytes() if plain.numel() else b""
-        buffers.append(data)
+        # A copy of the bytes of a dense CPU tensor: a subclass or odd strides can't leak through.
+        buffers.append(tensor_bytes(obj))
         return meta
     if isinstance(obj, dict):
         return {str(k): _encode(v, buffers) for k, v in obj.items()}
@@ -116,8 +123,6 @@ def _decode_tensor(meta: dict, buffers: list[bytes]) -> torch.Tensor:
                             f"needs {numel * itemsize} bytes, got {len(data)}")
     if numel == 0:
         return torch.empty(shape, dtype=dtype)
-    if dtype == torch.bfloat16:
-        return torch.frombuffer(bytearray(data), dtype=torch.int16).view(torch.bfloat16).reshape(shape)
     return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
 
 

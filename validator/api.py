@@ -1,0 +1,133 @@
+"""The Python API under every command: grade a student file, get a Report (no printing)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from validator import paths
+from validator.grading import grade_challenge, load_reference
+from validator.profiles import get_settings
+from validator.questions import load_key
+from validator.results import ChallengeResult, Report
+from validator.spec import Challenge, load_catalogue
+from validator.worker.client import Worker
+
+
+class UsageError(Exception):
+    """Bad arguments or inputs; commands print the message and exit with status 2."""
+
+
+def select_challenges(catalogue: dict[str, Challenge], wanted: Sequence[str] | None) -> list[Challenge]:
+    if not wanted:
+        return list(catalogue.values())
+    unknown = [w for w in wanted if w not in catalogue]
+    if unknown:
+        raise UsageError(f"unknown challenge {', '.join(unknown)}; available: {', '.join(catalogue)}")
+    return [catalogue[w] for w in wanted]
+
+
+def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, seed: int = 0,
+          profile: str = "default", answers: dict[str, dict[str, Any]] | None = None,
+          checks: Sequence[str] | None = None, challenges_dir: str | Path | None = None,
+          reference_dir: str | Path | None = None, worker: Worker | None = None,
+          catalogue: dict[str, Challenge] | None = None, student_arg: str | None = None,
+          timeout: float | None = None, on_challenge: Callable[[ChallengeResult], None] | None = None,
+          reference_mode: str = "auto", recorder: Any = None) -> Report:
+    """Grade ``student_file`` on the selected challenges and return the plain-data report.
+
+    ``reference_mode``: ``"live"`` runs reference/layers.py, ``"frozen"`` replays the results that
+    ``validator regenerate`` froze under challenges/fixtures (a student handout), ``"auto"`` picks
+    live when the reference is present. ``recorder`` collects live reference results.
+    """
+    import time
+
+    started = time.perf_counter()
+    student_file = Path(student_file)
+    own_worker = worker is None
+    worker = worker or Worker(student_file)
+    worker.start()
+    try:
+        catalogue = catalogue or load_catalogue(challenges_dir or paths.challenges_dir())
+        selected = select_challenges(catalogue, challenges)
+        ref_dir = Path(reference_dir) if reference_dir else paths.reference_dir()
+        ref_file = ref_dir / "layers.py"
+        notes: list[str] = []
+        frozen = None
+        if reference_mode == "frozen" or (reference_mode == "auto" and not ref_file.exists()):
+            frozen, profile, notes = _frozen_reference(
+                Path(challenges_dir) if challenges_dir else paths.challenges_dir(), selected, seed, profile,
+                ref_file)
+            reference, key_all = None, None
+        else:
+            if not ref_file.exists():
+                raise UsageError(f"no reference at {ref_file}: this copy cannot grade locally")
+            reference = load_reference(ref_file)
+            key_all = load_key(ref_dir / "answer_key.yaml")
+        settings = get_settings(profile)
+        results = []
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # like the worker: sums over repeated IDs come out bit-identical
+        try:
+            for ch in selected:
+                res = grade_challenge(ch, worker=worker, reference=reference,
+                                      reference_file=None if frozen else str(ref_file),
+                                      student_file=student_file, seed=seed, settings=settings,
+                                      answers=(answers or {}).get(ch.id, {}),
+                                      key=None if key_all is None else key_all.get(ch.id, {}),
+                                      only_checks=set(checks) if checks else None, student_arg=student_arg,
+                                      frozen=frozen, recorder=recorder, timeout=timeout)
+                results.append(res)
+                if on_challenge:
+                    on_challenge(res)
+        finally:
+            torch.set_num_threads(threads)
+        return Report(challenges=results, seed=seed, student=str(student_file), profile=profile,
+                      duration_s=time.perf_counter() - started, notes=notes)
+    finally:
+        if own_worker:
+            worker.close()
+
+
+def _frozen_reference(challenges_dir: Path, selected: Sequence[Challenge], seed: int, profile: str,
+                      ref_file: Path) -> tuple[Any, str, list[str]]:
+    """Handout mode: load the fixtures; fall back to a recorded profile; say what is deferred."""
+    from validator.instructor.fixtures import DEFERRED, FrozenReference
+
+    ids = [c.id for c in selected]
+    frozen = FrozenReference.load(challenges_dir, ids)
+    missing = [i for i in ids if i not in frozen.files]
+    if len(missing) == len(ids):
+        raise UsageError(f"no reference at {ref_file} and no frozen reference results under "
+                         f"{challenges_dir / 'fixtures'}: this copy cannot grade locally")
+    notes = [f"no reference implementation here: graded against reference results frozen for seeds "
+             f"{', '.join(map(str, frozen.seeds(ids)))}; checks that need the reference itself are "
+             f"{DEFERRED}, and questions are recorded and graded at submission"]
+    deferred = [f"{cid}/{check}" for cid, fx in frozen.files.items() for check in fx.deferred]
+    if deferred:
+        notes.append(f"{DEFERRED} (skipped here): {', '.join(deferred)}")
+    if missing:
+        notes.append(f"no frozen results for {', '.join(missing)}: its reference checks are {DEFERRED}")
+    recorded = frozen.profiles(ids)
+    if recorded and profile not in recorded:
+        fallback = "default" if "default" in recorded else recorded[-1]
+        notes.append(f"profile {profile!r} was not recorded for this handout; used {fallback!r}")
+        profile = fallback
+    if seed not in frozen.seeds(ids):
+        notes.append(f"seed {seed} was not recorded, so most reference checks are {DEFERRED}; "
+                     f"use one of {', '.join(map(str, frozen.seeds(ids)))}")
+    return frozen, profile, notes
+
+
+def handout_seeds(*, challenges: Sequence[str], challenges_dir: str | Path | None = None,
+                  reference_dir: str | Path | None = None) -> list[int] | None:
+    """The seeds a handout can grade with (its frozen ones), or None where the reference is present."""
+    ref_dir = Path(reference_dir) if reference_dir else paths.reference_dir()
+    if (ref_dir / "layers.py").exists():
+        return None
+    from validator.instructor.fixtures import FrozenReference
+
+    frozen = FrozenReference.load(Path(challenges_dir) if challenges_dir else paths.challenges_dir(), challenges)
+    return frozen.seeds(challenges) or None

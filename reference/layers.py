@@ -106,7 +106,10 @@ class SinusoidalPositionalEncoding(nn.Module):
     """
 
     def __init__(self, embedding_dim: int, max_seq_len: int = 2048, base: float = 10000.0) -> None:
-        """Prepare the table for the first ``max_seq_len`` positions (odd ``embedding_dim`` raises ``ValueError``)."""
+        """Prepare the table for the first ``max_seq_len`` positions.
+
+        An odd ``embedding_dim`` raises ``ValueError``.
+        """
         super().__init__()
         # BEGIN SOLUTION
         self.embedding_dim = embedding_dim
@@ -116,7 +119,9 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.register_buffer("pe", table, persistent=False)
         # END SOLUTION
 
-    def forward(self, x: Float[Tensor, "... seq_len embedding_dim"]) -> Float[Tensor, "... seq_len embedding_dim"]:
+    def forward(
+        self, x: Float[Tensor, "... seq_len embedding_dim"]
+    ) -> Float[Tensor, "... seq_len embedding_dim"]:
         """Return ``x + PE[:seq_len]`` in the dtype of ``x``, for any ``seq_len``."""
         # BEGIN SOLUTION
         seq_len = x.shape[-2]
@@ -147,7 +152,9 @@ class LearnedPositionalEmbedding(nn.Module):
         nn.init.normal_(self.weight, mean=0.0, std=0.02)
         # END SOLUTION
 
-    def forward(self, x: Float[Tensor, "... seq_len embedding_dim"]) -> Float[Tensor, "... seq_len embedding_dim"]:
+    def forward(
+        self, x: Float[Tensor, "... seq_len embedding_dim"]
+    ) -> Float[Tensor, "... seq_len embedding_dim"]:
         """Return ``x + weight[:seq_len]``; only rows ``[0, seq_len)`` receive gradient.
 
         A learned table has no row for a position it was not built for, so
@@ -186,7 +193,7 @@ class TransformerEmbedding(nn.Module):
         device=None,
         dtype=None,
     ) -> None:
-        """Build the submodules ``token_embedding`` and, for learned positions, ``position_embedding``.
+        """Build ``token_embedding`` and, for learned positions, ``position_embedding``.
 
         Raises ``ValueError`` for a ``positional`` other than ``"learned"``,
         ``"sinusoidal"`` or ``"none"``, a ``dropout`` outside ``[0, 1)`` and a
@@ -222,7 +229,9 @@ class TransformerEmbedding(nn.Module):
             self.register_buffer("pe", table.to(device=device, dtype=dtype), persistent=False)
         # END SOLUTION
 
-    def forward(self, token_ids: Int[Tensor, "... seq_len"]) -> Float[Tensor, "... seq_len embedding_dim"]:
+    def forward(
+        self, token_ids: Int[Tensor, "... seq_len"]
+    ) -> Float[Tensor, "... seq_len embedding_dim"]:
         """Embed ``token_ids`` of shape ``(..., seq_len)`` into ``(..., seq_len, embedding_dim)``.
 
         Dropout is inverted dropout in training mode and the identity in eval
@@ -292,7 +301,11 @@ class EmbeddingFunction(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, token_ids: Int[Tensor, "..."], weight: Float[Tensor, "num_embeddings embedding_dim"]) -> Float[Tensor, "... embedding_dim"]:
+    def forward(
+        ctx,
+        token_ids: Int[Tensor, "..."],
+        weight: Float[Tensor, "num_embeddings embedding_dim"],
+    ) -> Float[Tensor, "... embedding_dim"]:
         """Return the looked-up rows and keep what ``backward`` needs."""
         # BEGIN SOLUTION
         rows = embedding(token_ids, weight)
@@ -302,8 +315,14 @@ class EmbeddingFunction(torch.autograd.Function):
         # END SOLUTION
 
     @staticmethod
-    def backward(ctx, grad_output: Float[Tensor, "... embedding_dim"]) -> tuple[None, Float[Tensor, "num_embeddings embedding_dim"]]:
-        """Return ``(None, grad_weight)`` with ``grad_weight`` of shape ``(num_embeddings, embedding_dim)``."""
+    def backward(
+        ctx, grad_output: Float[Tensor, "... embedding_dim"]
+    ) -> tuple[None, Float[Tensor, "num_embeddings embedding_dim"]]:
+        """Return ``(None, grad_weight)``.
+
+        ``grad_weight`` has shape ``(num_embeddings, embedding_dim)``; token IDs
+        are not differentiable, hence ``None``.
+        """
         # BEGIN SOLUTION
         (token_ids,) = ctx.saved_tensors
         if not ctx.needs_input_grad[1]:
@@ -312,4 +331,31 @@ class EmbeddingFunction(torch.autograd.Function):
         grad_weight = grad_output.new_zeros((ctx.num_embeddings, embedding_dim))
         grad_weight.index_add_(0, token_ids.reshape(-1), grad_output.reshape(-1, embedding_dim))
         return None, grad_weight
+        # END SOLUTION
+
+
+class XavierEmbedding(nn.Module):
+    """The token embedding of the ``token_embedding_xavier`` variant: Xavier-uniform initialisation.
+
+    Holds one ``nn.Parameter`` named ``weight`` of shape
+    ``(num_embeddings, embedding_dim)``, created with the given ``device`` and
+    ``dtype`` and initialised uniform on ``[-a, a]`` with
+    ``a = sqrt(6 / (num_embeddings + embedding_dim))`` (``nn.init.xavier_uniform_``).
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, device=None, dtype=None) -> None:
+        """Create and initialise ``weight`` (``device="meta"`` must work)."""
+        super().__init__()
+        # BEGIN SOLUTION
+        self.num_embeddings = num_embeddings
+        self.embedding_dim = embedding_dim
+        self.weight = nn.Parameter(
+            torch.empty((num_embeddings, embedding_dim), device=device, dtype=dtype))
+        nn.init.xavier_uniform_(self.weight)
+        # END SOLUTION
+
+    def forward(self, token_ids: Int[Tensor, "..."]) -> Float[Tensor, "... embedding_dim"]:
+        """Return ``weight[token_ids]``, as ``Embedding.forward`` does."""
+        # BEGIN SOLUTION
+        return embedding(token_ids, self.weight)
         # END SOLUTION

@@ -1,0 +1,7 @@
+"""Clamps IDs into [0, V-1] instead of raising, so too-large IDs silently read the last row."""
+
+CAUGHT_BY = ["ids"]
+
+
+def embedding(token_ids, weight):
+    return weight[token_ids.clamp(min=0, max=weight.shape[0] - 1)]

@@ -1,0 +1,7 @@
+"""Wraps IDs with `% vocab_size` instead of raising, so ID V silently reads row 0."""
+
+CAUGHT_BY = ["ids"]
+
+
+def embedding(token_ids, weight):
+    return weight[token_ids % weight.shape[0]]

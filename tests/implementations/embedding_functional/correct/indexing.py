@@ -1,0 +1,10 @@
+"""Advanced indexing `weight[token_ids]` after an explicit range check."""
+
+import torch
+
+
+def embedding(token_ids, weight):
+    num_embeddings = weight.shape[0]
+    if ((token_ids < 0) | (token_ids >= num_embeddings)).any():
+        raise IndexError(f"token ids must lie in [0, {num_embeddings})")
+    return weight[token_ids]

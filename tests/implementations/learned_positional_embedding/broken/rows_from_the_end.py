@@ -1,0 +1,22 @@
+"""Takes the last rows, `weight[-seq_len:]`, as if positions were right-aligned: wrong values, and gradient lands on rows past seq_len."""
+
+import torch
+from torch import nn
+
+CAUGHT_BY = ["values", "gradient"]
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    def __init__(self, max_seq_len, embedding_dim, device=None, dtype=None):
+        super().__init__()
+        self.max_seq_len = max_seq_len
+        self.weight = nn.Parameter(torch.empty(max_seq_len, embedding_dim, device=device, dtype=dtype))
+        nn.init.normal_(self.weight, mean=0.0, std=0.02)
+
+    def forward(self, x):
+        seq_len = x.shape[-2]
+        if seq_len > self.max_seq_len:
+            raise ValueError(f"sequence length {seq_len} exceeds max_seq_len {self.max_seq_len}")
+        if seq_len == 0:
+            return x + self.weight[:0]
+        return x + self.weight[-seq_len:]

@@ -1,0 +1,18 @@
+"""Adds the slice `weight[:seq_len]`, broadcast over the leading dimensions."""
+
+import torch
+from torch import nn
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    def __init__(self, max_seq_len, embedding_dim, device=None, dtype=None):
+        super().__init__()
+        self.max_seq_len = max_seq_len
+        self.weight = nn.Parameter(torch.empty(max_seq_len, embedding_dim, device=device, dtype=dtype))
+        nn.init.normal_(self.weight, mean=0.0, std=0.02)
+
+    def forward(self, x):
+        seq_len = x.shape[-2]
+        if seq_len > self.max_seq_len:
+            raise ValueError(f"sequence length {seq_len} is longer than max_seq_len {self.max_seq_len}")
+        return x + self.weight[:seq_len]

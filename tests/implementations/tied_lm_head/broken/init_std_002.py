@@ -1,0 +1,29 @@
+"""Initialises the shared matrix normal with std 0.02 (GPT-2 style) instead of the truncated normal with std 1."""
+
+import torch
+from torch import nn
+
+CAUGHT_BY = ["init"]
+
+
+class Embedding(nn.Module):
+    def __init__(self, num_embeddings, embedding_dim, device=None, dtype=None):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(num_embeddings, embedding_dim, device=device, dtype=dtype))
+        nn.init.normal_(self.weight, mean=0.0, std=0.02)
+
+    def forward(self, token_ids):
+        if ((token_ids < 0) | (token_ids >= self.weight.shape[0])).any():
+            raise IndexError(f"token ids must lie in [0, {self.weight.shape[0]})")
+        return self.weight[token_ids]
+
+
+class TiedEmbeddingLM(nn.Module):
+    def __init__(self, vocab_size, embedding_dim, device=None, dtype=None):
+        super().__init__()
+        self.embedding = Embedding(vocab_size, embedding_dim, device=device, dtype=dtype)
+        self.lm_head = nn.Linear(embedding_dim, vocab_size, bias=False, device="meta", dtype=dtype)
+        self.lm_head.weight = self.embedding.weight
+
+    def forward(self, token_ids):
+        return self.lm_head(self.embedding(token_ids))

@@ -1,0 +1,20 @@
+"""Forward assumes (batch, seq_len) IDs: `weight[ids.view(-1)].view(ids.shape[0], ids.shape[1], -1)` fails for any other rank."""
+
+import torch
+from torch import nn
+
+CAUGHT_BY = ["shape"]
+
+
+class Embedding(nn.Module):
+    def __init__(self, num_embeddings, embedding_dim, device=None, dtype=None):
+        super().__init__()
+        self.num_embeddings = num_embeddings
+        self.weight = nn.Parameter(torch.empty(num_embeddings, embedding_dim, device=device, dtype=dtype))
+        nn.init.trunc_normal_(self.weight, mean=0.0, std=1.0, a=-3.0, b=3.0)
+
+    def forward(self, token_ids):
+        if ((token_ids < 0) | (token_ids >= self.num_embeddings)).any():
+            raise IndexError(f"token ids must lie in [0, {self.num_embeddings})")
+        batch_size, seq_len = token_ids.shape[0], token_ids.shape[1]
+        return self.weight[token_ids.reshape(-1)].view(batch_size, seq_len, -1)

@@ -1,0 +1,17 @@
+"""Wraps token IDs with `% num_embeddings` instead of raising: ID V reads row 0."""
+
+import torch
+from torch import nn
+
+CAUGHT_BY = ["ids"]
+
+
+class Embedding(nn.Module):
+    def __init__(self, num_embeddings, embedding_dim, device=None, dtype=None):
+        super().__init__()
+        self.num_embeddings = num_embeddings
+        self.weight = nn.Parameter(torch.empty(num_embeddings, embedding_dim, device=device, dtype=dtype))
+        nn.init.trunc_normal_(self.weight, mean=0.0, std=1.0, a=-3.0, b=3.0)
+
+    def forward(self, token_ids):
+        return self.weight[token_ids % self.num_embeddings]

@@ -1,0 +1,19 @@
+"""`nn.init.xavier_uniform_` on the weight."""
+
+import math
+
+import torch
+from torch import nn
+
+
+class XavierEmbedding(nn.Module):
+    def __init__(self, num_embeddings, embedding_dim, device=None, dtype=None):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(num_embeddings, embedding_dim, device=device, dtype=dtype))
+        nn.init.xavier_uniform_(self.weight)
+
+    def forward(self, token_ids):
+        n = self.weight.shape[0]
+        if ((token_ids < 0) | (token_ids >= n)).any():
+            raise IndexError(f"token ids must lie in [0, {n})")
+        return self.weight[token_ids]

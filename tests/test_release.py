@@ -1,0 +1,270 @@
+"""`validator release`: the handout leaks nothing and grades like the repository; the autograder bundle grades.
+
+The fast tests release the mini project of test_regenerate; the slow ones
+release the real catalogue and replay the whole mutant library in the handout.
+"""
+
+from __future__ import annotations
+
+import json
+import lzma
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from test_regenerate import BROKEN, CORRECT, MINI_KEY, MINI_SHIFT_SPEC, MINI_SPEC, make_project, run_regenerate
+from validator.api import grade
+from validator.instructor import stubgen
+from validator.instructor.fixtures import RECORD_SEEDS
+from validator.instructor.release import build_autograder, find_leaks, handout, secrets
+from validator.spec import load_catalogue
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("VALIDATOR_CHALLENGES", "VALIDATOR_REFERENCE", "VALIDATOR_PROFILE", "PYTHONPATH", "CI")}
+    env.update(extra)
+    return env
+
+
+def all_text(root: Path) -> dict[str, str]:
+    """Every file of a tree as text, fixtures decompressed: what a leak search must read."""
+    out = {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        if path.suffix == ".frozen":
+            data = lzma.decompress(data)
+        out[path.relative_to(root).as_posix()] = data.decode("utf-8", errors="replace")
+    return out
+
+
+def assert_no_leak(tree: Path, reference_file: Path, key: dict, handed_out: str) -> None:
+    """An independent search: no reference-only line, no marker, no key text, no instructor file.
+
+    ``handed_out`` is the stub plus the specs: a solution line quoted there (a hint) is given on purpose.
+    """
+    names = [p.relative_to(tree).as_posix() for p in tree.rglob("*")]
+    assert not [n for n in names if n.startswith("reference") or "answer_key" in n], names
+    given = " ".join(handed_out.split())
+    secret_lines = [line for line in stubgen.solution_lines(reference_file.read_text())
+                    if len(line) >= 24 and " ".join(line.split()) not in given]
+    assert len(secret_lines) >= 3
+    explanations = [" ".join(e["explanation"].split()) for qs in key.values() for e in qs.values()
+                    if isinstance(e, dict) and e.get("explanation")]
+    for name, text in all_text(tree).items():
+        squashed = " ".join(text.split())
+        assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text, name
+        for line in secret_lines:
+            assert line not in text, f"{name} holds the reference line {line!r}"
+        for explanation in explanations:
+            assert explanation[:60] not in squashed, f"{name} holds an answer-key explanation"
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory):
+    root = tmp_path_factory.mktemp("release")
+    dirs = make_project(root / "project")
+    code, text = run_regenerate(dirs, self_check=False)
+    assert code == 0, text
+    out = root / "handout"
+    _, quoted = handout(out, challenges_dir=dirs["challenges"], reference_dir=dirs["reference"],
+                        student_dir=dirs["student"])
+    assert quoted == []
+    bundle = root / "autograder"
+    build_autograder(bundle, challenges_dir=dirs["challenges"], reference_dir=dirs["reference"])
+    for name, source in (("correct.py", CORRECT), ("broken.py", BROKEN)):
+        (root / name).write_text(source)
+    return dict(dirs, root=root, handout=out, bundle=bundle)
+
+
+def run_in(folder: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "validator", *args], cwd=folder, env=clean_env(**env),
+                          capture_output=True, text=True, timeout=600)
+
+
+# -- the handout ---------------------------------------------------------------------------
+def test_handout_layout(released):
+    out = released["handout"]
+    assert (out / "student" / "layers.py").read_text() == (released["student"] / "layers.py").read_text()
+    assert yaml.safe_load((out / "student" / "answers.yaml").read_text()) == {"scaling": {"factor": None, "kind": None}}
+    for name in ("scaling.yaml", "scaling.md", "fixtures/scaling.frozen", "shifting.md"):
+        assert (out / "challenges" / name).exists(), name
+    assert sorted(p.name for p in (out / "validator" / "instructor").glob("*.py")) == ["__init__.py", "fixtures.py"]
+    assert not (out / "reference").exists() and not (out / "tests").exists()
+    assert "hypothesis==" in (out / "pyproject.toml").read_text()
+
+
+def test_handout_holds_no_solution_and_no_key(released):
+    given = (released["student"] / "layers.py").read_text() + MINI_SPEC + MINI_SHIFT_SPEC
+    assert_no_leak(released["handout"], released["reference"] / "layers.py", MINI_KEY, given)
+
+
+def test_leak_search_finds_a_planted_solution(released, tmp_path):
+    copy = tmp_path / "handout"
+    shutil.copytree(released["handout"], copy)
+    stub = (released["student"] / "layers.py").read_text()
+    needles = secrets(released["reference"] / "layers.py", released["reference"] / "answer_key.yaml", stub)
+    assert ("self.bias = torch.nn.Parameter(torch.zeros(dim))", "a line of the reference solution "
+            "('self.bias = torch.nn.Parameter(torch.zeros(dim))')") in needles
+    quoting = secrets(released["reference"] / "layers.py", released["reference"] / "answer_key.yaml",
+                      stub + "hint: `self.bias = torch.nn.Parameter(torch.zeros(dim))`")
+    assert not [n for n, _ in quoting if n == "self.bias = torch.nn.Parameter(torch.zeros(dim))"]
+    assert not find_leaks(copy, needles)
+    with (copy / "challenges" / "scaling.md").open("a") as f:
+        f.write('\n    raise TypeError(f"scaled takes a float tensor, got {x.dtype} values")\n')
+    (copy / "student" / "answer_key.yaml").write_text("x: 1\n")
+    with (copy / "validator" / "paths.py").open("a") as f:
+        f.write("# An added constant makes it affine, not linear.\n")
+    found = {(leak.path, leak.what.split(" (")[0]) for leak in find_leaks(copy, needles)}
+    assert ("challenges/scaling.md", "a line of the reference solution") in found
+    assert ("student/answer_key.yaml", "instructor-only file") in found
+    assert ("validator/paths.py", "the answer key's explanation for scaling.kind") in found
+
+
+def test_handout_gives_the_same_verdicts_as_the_repository(released):
+    seed = RECORD_SEEDS[1]
+    catalogue = load_catalogue(released["challenges"])
+    for name in ("correct.py", "broken.py"):
+        student = released["root"] / name
+        live = grade(student, seed=seed, profile="quick", catalogue=catalogue, challenges_dir=released["challenges"],
+                     reference_dir=released["reference"], reference_mode="live")
+        result = run_in(released["handout"], "submit-build", "--student", str(student), "--no-input", "--profile",
+                        "quick", "--seed", str(seed), "--json", str(released["root"] / f"{name}.json"))
+        assert result.returncode == 1, result.stdout + result.stderr  # questions are never graded in a handout
+        frozen = json.loads((released["root"] / f"{name}.json").read_text())
+        want = {(ch.id, c.id): c.status for ch in live.challenges for c in ch.checks if c.kind != "question"}
+        got = {(ch["id"], c["id"]): c["status"] for ch in frozen["challenges"] for c in ch["checks"]
+               if c["kind"] != "question"}
+        assert got == want, name
+        questions = [c for ch in frozen["challenges"] for c in ch["checks"] if c["kind"] == "question"]
+        assert questions and all(c["status"] == "skipped" for c in questions)
+        assert "graded against reference results frozen" in result.stdout
+    assert set(want.values()) == {"passed", "failed"}
+
+
+def test_handout_picks_a_recorded_seed_and_refuses_others(released):
+    result = run_in(released["handout"], "submit-build", "--student", str(released["root"] / "correct.py"),
+                    "--no-input", "--profile", "quick", "--check", "values", "--challenge", "scaling")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert any(f"seed {s}" in result.stdout for s in RECORD_SEEDS)
+    refused = run_in(released["handout"], "submit-build", "--student", str(released["root"] / "correct.py"),
+                     "--no-input", "--seed", "5")
+    assert refused.returncode == 2 and "--seed 5 is not one of them" in " ".join(refused.stderr.split())
+
+
+def test_handout_run_with_everything_gradable_passing_exits_zero(released):
+    answers = released["root"] / "answers.yaml"
+    answers.write_text("scaling: {factor: 3, kind: b}\n")
+    result = run_in(released["handout"], "submit-build", "--student", str(released["root"] / "correct.py"),
+                    "--answers", str(answers), "--no-input", "--profile", "quick",
+                    "--json", str(released["root"] / "answered.json"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((released["root"] / "answered.json").read_text())
+    questions = [c for ch in report["challenges"] for c in ch["checks"] if c["kind"] == "question"]
+    assert [c["message"] for c in questions] == ["recorded; graded at official submission"] * 2
+
+
+def test_unrecorded_profile_falls_back_and_says_so(released):
+    report = grade(released["root"] / "correct.py", seed=RECORD_SEEDS[0], profile="ci",
+                   catalogue=load_catalogue(released["challenges"]), challenges_dir=released["challenges"],
+                   reference_dir=released["root"] / "nowhere")
+    assert report.profile == "default" and any("'ci' was not recorded" in n for n in report.notes)
+    assert all(c.status == "passed" for ch in report.challenges for c in ch.checks if c.kind != "question")
+
+
+def test_instructor_commands_are_not_in_a_handout(released):
+    result = run_in(released["handout"], "regenerate", "--check")
+    assert result.returncode == 2 and "instructor command" in result.stderr
+
+
+# -- the autograder bundle ---------------------------------------------------------------------
+def test_autograder_bundle_grades_a_submission(released, tmp_path):
+    bundle = released["bundle"]
+    for name in ("setup.sh", "run_autograder", ".github/workflows/grade.yml", "reference/layers.py",
+                 "reference/answer_key.yaml", "challenges/scaling.yaml", "validator/instructor/gradescope.py"):
+        assert (bundle / name).exists(), name
+    assert os.access(bundle / "run_autograder", os.X_OK) and "hypothesis==" in (bundle / "setup.sh").read_text()
+    workflow = yaml.safe_load((bundle / ".github" / "workflows" / "grade.yml").read_text())
+    assert "grade" in workflow["jobs"] and any("run_autograder" in str(s.get("run", ""))
+                                              for s in workflow["jobs"]["grade"]["steps"])
+    ag = tmp_path / "autograder"
+    (ag / "submission" / "student").mkdir(parents=True)
+    (ag / "submission" / "student" / "layers.py").write_text(CORRECT)
+    (ag / "submission" / "student" / "answers.yaml").write_text("scaling: {factor: 3, kind: b}\n")
+    env = clean_env(AUTOGRADER_ROOT=str(ag), VALIDATOR_PROFILE="quick", PYTHON=sys.executable)
+    done = subprocess.run(["bash", str(bundle / "run_autograder")], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads((ag / "results" / "results.json").read_text())
+    assert results["score"] == sum(t["max_score"] for t in results["tests"]) > 0, results
+    assert {t["status"] for t in results["tests"]} == {"passed"}
+
+
+def test_autograder_reports_a_missing_submission(released, tmp_path):
+    ag = tmp_path / "autograder"
+    (ag / "submission").mkdir(parents=True)
+    done = subprocess.run(["bash", str(released["bundle"] / "run_autograder")], capture_output=True, text=True,
+                          env=clean_env(AUTOGRADER_ROOT=str(ag), PYTHON=sys.executable), timeout=120)
+    assert done.returncode == 0
+    results = json.loads((ag / "results" / "results.json").read_text())
+    assert results["score"] == 0 and "No layers.py" in results["output"]
+
+
+# -- the real catalogue (slow) --------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def catalogue_handout(tmp_path_factory):
+    out = tmp_path_factory.mktemp("catalogue") / "handout"
+    handout(out)
+    return out
+
+
+def catalogue_handed_out() -> str:
+    return "\n".join([(ROOT / "student" / "layers.py").read_text()]
+                     + [p.read_text() for p in sorted((ROOT / "challenges").glob("*.yaml"))])
+
+
+@pytest.mark.slow
+def test_catalogue_handout_holds_no_solution_and_no_key(catalogue_handout):
+    key_file = ROOT / "reference" / "answer_key.yaml"
+    key = (yaml.safe_load(key_file.read_text()) or {}) if key_file.exists() else {}
+    assert_no_leak(catalogue_handout, ROOT / "reference" / "layers.py", key, catalogue_handed_out())
+
+
+def _library() -> list[tuple[str, Path]]:
+    found = []
+    for challenge_dir in sorted((ROOT / "tests" / "implementations").glob("*")):
+        for path in sorted(challenge_dir.glob("*/*.py")):
+            found.append((challenge_dir.name, path))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("challenge,path", _library(), ids=lambda v: f"{v.parent.name}/{v.stem}"
+                         if isinstance(v, Path) else v)
+def test_catalogue_handout_gives_the_repository_verdict(catalogue_handout, challenge, path):
+    """Every correct and broken implementation: the same status on every check that is not deferred."""
+    from validator.worker.client import Worker
+
+    catalogue = load_catalogue(ROOT / "challenges")
+    seed = RECORD_SEEDS[0]
+    with Worker(path) as worker:
+        live = grade(path, challenges=[challenge], seed=seed, profile="quick", worker=worker, catalogue=catalogue,
+                     reference_mode="live").challenges[0]
+        frozen = grade(path, challenges=[challenge], seed=seed, profile="quick", worker=worker,
+                       catalogue=load_catalogue(catalogue_handout / "challenges"),
+                       challenges_dir=catalogue_handout / "challenges", reference_dir=catalogue_handout / "reference",
+                       ).challenges[0]
+    live_status = {c.id: c.status for c in live.checks if c.kind != "question"}
+    frozen_status = {c.id: c.status for c in frozen.checks if c.kind != "question"}
+    deferred = {k for k, v in frozen_status.items() if v == "skipped" and live_status[k] != "skipped"}
+    assert deferred <= {c.id for c in catalogue[challenge].checks if c.test == "time_ratio"}, deferred
+    differ = {k: (live_status[k], frozen_status[k]) for k in live_status
+              if k not in deferred and live_status[k] != frozen_status[k]}
+    assert not differ, differ

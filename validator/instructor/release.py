@@ -1,0 +1,354 @@
+"""`validator release`: a student handout (`--out`) or an autograder bundle (`--autograder`).
+
+The handout holds the stub, the answers template, the specs, their pages, the
+frozen reference results and the grader, and nothing that gives a solution
+away: no reference source, no answer key, no instructor tools. It is scanned
+for leaks before the command reports success. The autograder bundle holds
+everything needed to grade a submission, with a Gradescope ``setup.sh`` /
+``run_autograder`` pair and a GitHub Actions workflow.
+"""
+
+from __future__ import annotations
+
+import lzma
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import yaml
+
+from validator import paths
+from validator.instructor import stubgen
+from validator.instructor.fixtures import SUFFIX, versions
+from validator.spec import SpecError, load_catalogue
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+# Instructor tools stay out of a handout; fixtures.py replays the frozen reference there.
+HANDOUT_INSTRUCTOR_FILES = ("__init__.py", "fixtures.py")
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis")
+MIN_LEAK_LINE = 32  # shorter single lines ('raise ValueError(') are not telling; pairs are
+
+
+class ReleaseError(Exception):
+    """The release cannot be built; the message says why."""
+
+
+# -- leak search ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Leak:
+    path: str
+    what: str
+
+
+def secrets(reference_file: Path, key_file: Path, handed_out: str) -> list[tuple[str, str]]:
+    """(needle, description) pairs that must appear nowhere in a handout.
+
+    ``handed_out`` is what the instructor gives students on purpose (the stub and the specs):
+    a solution line quoted there (a hint naming the call to make) is not a leak.
+    """
+    out: list[tuple[str, str]] = [(stubgen.BEGIN, "a solution marker"), (stubgen.END, "a solution marker")]
+    source = reference_file.read_text(encoding="utf-8")
+    given = " ".join(handed_out.split())
+    lines = [line for line in stubgen.solution_lines(source) if not line.startswith("#")]
+    for i, line in enumerate(lines):
+        if len(line) >= MIN_LEAK_LINE and " ".join(line.split()) not in given:
+            out.append((line, f"a line of the reference solution ({line[:60]!r})"))
+        if i + 1 < len(lines):
+            pair = f"{line} {lines[i + 1]}"
+            if " ".join(pair.split()) not in given:
+                out.append((pair, f"two lines of the reference solution ({pair[:60]!r})"))
+    key = yaml.safe_load(key_file.read_text(encoding="utf-8")) if key_file.exists() else {}
+    for cid, questions in (key or {}).items():
+        for qid, entry in (questions or {}).items():
+            if not isinstance(entry, dict):
+                continue
+            explanation = " ".join(str(entry.get("explanation") or "").split())
+            if len(explanation) >= MIN_LEAK_LINE:
+                out.append((explanation[:80], f"the answer key's explanation for {cid}.{qid}"))
+            answer = entry.get("answer")
+            # A number the specs already state (a vocabulary size, say) gives nothing away.
+            if isinstance(answer, (int, float)) and not isinstance(answer, bool) and len(str(answer)) >= 4 \
+                    and str(answer) not in given:
+                out.append((str(answer), f"the answer key's answer for {cid}.{qid}"))
+    return out
+
+
+def disclosed_lines(reference_file: Path, handed_out: str) -> list[str]:
+    """Solution lines that the stub or a spec quotes on purpose (reported, not refused)."""
+    given = " ".join(handed_out.split())
+    return [line for line in stubgen.solution_lines(reference_file.read_text(encoding="utf-8"))
+            if len(line) >= MIN_LEAK_LINE and not line.startswith("#") and " ".join(line.split()) in given]
+
+
+def handed_out_text(student_dir: Path, challenges_dir: Path, catalogue: Iterable[str]) -> str:
+    parts = [(student_dir / "layers.py").read_text(encoding="utf-8")]
+    parts += [(challenges_dir / f"{cid}.yaml").read_text(encoding="utf-8") for cid in catalogue]
+    return "\n".join(parts)
+
+
+def readable_texts(root: Path) -> Iterable[tuple[Path, str]]:
+    """Every file as text: plain files decoded, fixtures decompressed, other binaries as latin-1."""
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        if path.suffix == SUFFIX:
+            try:
+                data = lzma.decompress(data)
+            except lzma.LZMAError:
+                pass
+        try:
+            yield path, data.decode("utf-8")
+        except UnicodeDecodeError:
+            yield path, data.decode("latin-1")
+
+
+def find_leaks(root: Path, needles: list[tuple[str, str]]) -> list[Leak]:
+    leaks: list[Leak] = []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.name.startswith("answer_key") or rel.split("/")[0] == "reference":
+            leaks.append(Leak(rel, "instructor-only file"))
+    for path, text in readable_texts(root):
+        squashed = " ".join(text.split())
+        for needle, what in needles:
+            if needle in text or " ".join(needle.split()) in squashed:
+                leaks.append(Leak(path.relative_to(root).as_posix(), what))
+    return leaks
+
+
+# -- building ------------------------------------------------------------------------
+def _fresh_dir(out: Path, force: bool) -> None:
+    if out.exists() and any(out.iterdir()):
+        if not force:
+            raise ReleaseError(f"{out} exists and is not empty (pass --force to replace it)")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _copy_challenges(src: Path, dest: Path, catalogue: Iterable[str]) -> None:
+    (dest / "fixtures").mkdir(parents=True, exist_ok=True)
+    for cid in catalogue:
+        for name in (f"{cid}.yaml", f"{cid}.md"):
+            shutil.copy2(src / name, dest / name)
+        fixture = src / "fixtures" / f"{cid}{SUFFIX}"
+        if fixture.exists():
+            shutil.copy2(fixture, dest / "fixtures" / fixture.name)
+
+
+def _pinned_pyproject(text: str) -> str:
+    """Pin hypothesis to the version that recorded the fixtures: its search must replay exactly."""
+    return re.sub(r'"hypothesis[^"]*"', f'"hypothesis=={versions()["hypothesis"]}"', text)
+
+
+HANDOUT_README = """# {title}
+
+Your handout for the embedding challenges.
+
+1. Read a challenge's page, `challenges/<id>.md`, and the docstrings in
+   `student/layers.py`.
+2. Implement it in `student/layers.py`.
+3. Grade it: `validator submit-build --challenge <id>` (or all challenges with
+   `validator submit-build`).
+4. Answer the questions in `student/answers.yaml`.
+
+Set up once (a CPU build of torch is enough):
+
+```bash
+python3 -m venv .venv && . .venv/bin/activate
+pip install torch=={torch} --index-url https://download.pytorch.org/whl/cpu
+pip install -e .
+```
+
+There is no reference implementation in this handout. `submit-build` grades
+your code against reference results recorded for seeds {seeds}: it picks
+one of them (or pass `--seed`), and every failure tells you the command that
+replays it. Checks that need the reference itself (timing) are reported as
+skipped, "deferred to official grading"; your answers are recorded here and
+graded when you submit. `hypothesis` is pinned to {hypothesis} because the
+recorded cases depend on its search.
+"""
+
+
+def handout(out: Path, *, force: bool = False, challenges_dir: Path | None = None,
+            reference_dir: Path | None = None, student_dir: Path | None = None) -> tuple[list[str], list[str]]:
+    """Build a student handout in ``out``; returns its top-level entries and the solution lines that
+    the specs quote on purpose (hints), which the leak search lets through."""
+    from validator.instructor.fixtures import RECORD_SEEDS
+    from validator.instructor.regenerate import plan
+
+    root = paths.PROJECT_ROOT
+    challenges_dir = challenges_dir or paths.challenges_dir()
+    reference_dir = reference_dir or paths.reference_dir()
+    student_dir = student_dir or root / "student"
+    catalogue = load_catalogue(challenges_dir)
+    todo = plan(catalogue, reference_file=reference_dir / "layers.py", challenges_dir=challenges_dir,
+                student_dir=student_dir)
+    stale = [p for p, t in todo.texts.items() if not p.exists() or p.read_text(encoding="utf-8") != t]
+    stale += [challenges_dir / "fixtures" / f"{c}{SUFFIX}" for c in todo.stale_fixtures]
+    if stale:
+        raise ReleaseError("stale generated files, run `validator regenerate` first: "
+                           + ", ".join(str(p) for p in stale))
+    _fresh_dir(out, force)
+    shutil.copytree(root / "validator", out / "validator", ignore=IGNORED)
+    instructor = out / "validator" / "instructor"
+    for path in instructor.iterdir():
+        if path.name not in HANDOUT_INSTRUCTOR_FILES:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    (out / "student").mkdir()
+    for name in ("layers.py", "answers.yaml"):
+        shutil.copy2(student_dir / name, out / "student" / name)
+    _copy_challenges(challenges_dir, out / "challenges", catalogue)
+    pyproject = root / "pyproject.toml"
+    if pyproject.exists():
+        (out / "pyproject.toml").write_text(_pinned_pyproject(pyproject.read_text(encoding="utf-8")),
+                                            encoding="utf-8")
+    v = versions()
+    (out / "README.md").write_text(HANDOUT_README.format(
+        title="LLM layers from scratch: student handout", torch=v["torch"], hypothesis=v["hypothesis"],
+        seeds=", ".join(map(str, RECORD_SEEDS))), encoding="utf-8")
+    (out / ".gitignore").write_text("__pycache__/\n*.pyc\n.hypothesis/\n.venv/\n*.egg-info/\n", encoding="utf-8")
+    given = handed_out_text(student_dir, challenges_dir, catalogue)
+    leaks = find_leaks(out, secrets(reference_dir / "layers.py", reference_dir / "answer_key.yaml", given))
+    if leaks:
+        shutil.rmtree(out)
+        raise ReleaseError("the handout would leak, so it was removed:\n" + "\n".join(
+            f"  {leak.path}: {leak.what}" for leak in leaks[:20]))
+    return sorted(p.name for p in out.iterdir()), disclosed_lines(reference_dir / "layers.py", given)
+
+
+SETUP_SH = """#!/usr/bin/env bash
+# Gradescope: install the grader's dependencies (runs once, when the image is built).
+set -euo pipefail
+cd "$(dirname "$0")"
+PY=${{PYTHON:-python3}}
+$PY -m pip install --upgrade pip
+$PY -m pip install "torch=={torch}" --index-url https://download.pytorch.org/whl/cpu
+$PY -m pip install "hypothesis=={hypothesis}" "jaxtyping>=0.2.28" "pyyaml>=6.0" "pydantic>=2.6" "rich>=13.0"
+"""
+
+RUN_AUTOGRADER = """#!/usr/bin/env bash
+# Gradescope: grade /autograder/submission, write /autograder/results/results.json.
+# AUTOGRADER_ROOT, VALIDATOR_PROFILE and GRADE_ARGS override the defaults (for local tests).
+set -uo pipefail
+ROOT=${AUTOGRADER_ROOT:-/autograder}
+SRC="$(cd "$(dirname "$0")" && pwd)"
+SUB="$ROOT/submission"
+RES="$ROOT/results"
+PY=${PYTHON:-python3}
+mkdir -p "$RES"
+LAYERS=$(find "$SUB" -name layers.py -not -path '*/.*' | head -n 1)
+ANSWERS=$(find "$SUB" -name answers.yaml -not -path '*/.*' | head -n 1)
+cd "$SRC"
+export PYTHONPATH="$SRC${PYTHONPATH:+:$PYTHONPATH}"
+if [ -z "$LAYERS" ]; then
+  $PY -m validator.instructor.gradescope --missing "$RES/results.json"
+  exit 0
+fi
+ARGS=(submit-build --student "$LAYERS" --json "$RES/report.json" --no-input --profile "${VALIDATOR_PROFILE:-ci}")
+if [ -n "$ANSWERS" ]; then ARGS+=(--answers "$ANSWERS"); fi
+# shellcheck disable=SC2086
+$PY -m validator "${ARGS[@]}" ${GRADE_ARGS:-} > "$RES/report.txt" 2>&1
+$PY -m validator.instructor.gradescope "$RES/report.json" "$RES/results.json" --log "$RES/report.txt"
+"""
+
+WORKFLOW = """# Grade a pushed submission: put layers.py (and answers.yaml) under submission/ and push,
+# or run it by hand on a student's repository (Actions > grade > Run workflow).
+name: grade
+on:
+  push:
+    paths: ["submission/**"]
+  workflow_dispatch:
+    inputs:
+      repository:
+        description: "student repository (owner/name) holding student/layers.py"
+        required: true
+      ref:
+        description: "branch, tag or commit"
+        required: false
+        default: "main"
+jobs:
+  grade:
+    runs-on: ubuntu-latest
+    timeout-minutes: 30
+    steps:
+      - uses: actions/checkout@v4
+      - name: Fetch the student's repository
+        if: github.event_name == 'workflow_dispatch'
+        uses: actions/checkout@v4
+        with:
+          repository: ${{ inputs.repository }}
+          ref: ${{ inputs.ref }}
+          path: submission
+      - uses: actions/setup-python@v5
+        with:
+          python-version: "3.11"
+      - name: Install the grader
+        run: bash setup.sh
+      - name: Grade
+        env:
+          AUTOGRADER_ROOT: ${{ runner.temp }}/autograder
+          CI: "1"
+        run: |
+          mkdir -p "$AUTOGRADER_ROOT"
+          ln -s "$GITHUB_WORKSPACE/submission" "$AUTOGRADER_ROOT/submission"
+          bash run_autograder
+          cat "$AUTOGRADER_ROOT/results/report.txt" || true
+          python -m validator.instructor.gradescope --summary "$AUTOGRADER_ROOT/results/results.json" >> "$GITHUB_STEP_SUMMARY"
+      - uses: actions/upload-artifact@v4
+        with:
+          name: grade-report
+          path: ${{ runner.temp }}/autograder/results/
+"""
+
+
+def build_autograder(out: Path, *, force: bool = False, challenges_dir: Path | None = None,
+               reference_dir: Path | None = None) -> list[str]:
+    """Build the grading bundle in ``out``; returns its top-level entries."""
+    root = paths.PROJECT_ROOT
+    challenges_dir = challenges_dir or paths.challenges_dir()
+    reference_dir = reference_dir or paths.reference_dir()
+    catalogue = load_catalogue(challenges_dir)
+    if not (reference_dir / "layers.py").exists():
+        raise ReleaseError(f"no reference at {reference_dir / 'layers.py'}: the bundle needs it")
+    _fresh_dir(out, force)
+    shutil.copytree(root / "validator", out / "validator", ignore=IGNORED)
+    (out / "reference").mkdir()
+    for path in reference_dir.iterdir():
+        if path.is_file() and path.suffix in (".py", ".yaml", ".yml"):
+            shutil.copy2(path, out / "reference" / path.name)
+    _copy_challenges(challenges_dir, out / "challenges", catalogue)
+    for name in ("pyproject.toml", "README.md"):
+        if (root / name).exists():
+            shutil.copy2(root / name, out / name)
+    v = versions()
+    for name, text in (("setup.sh", SETUP_SH.format(**v)), ("run_autograder", RUN_AUTOGRADER)):
+        (out / name).write_text(text, encoding="utf-8")
+        (out / name).chmod(0o755)
+    (out / ".github" / "workflows").mkdir(parents=True)
+    (out / ".github" / "workflows" / "grade.yml").write_text(WORKFLOW, encoding="utf-8")
+    (out / "submission").mkdir()
+    (out / "submission" / "README.md").write_text(
+        "Put a student's `layers.py` (and `answers.yaml`) here and push to grade it.\n", encoding="utf-8")
+    return sorted(p.name for p in out.iterdir())
+
+
+def main(*, out: str | None = None, autograder: str | None = None, force: bool = False) -> int:
+    """Entry for the CLI: ``--out DIR`` builds the handout, ``--autograder DIR`` the bundle (or both)."""
+    if not out and not autograder:
+        print("error: pass --out DIR (student handout) and/or --autograder DIR (grading bundle)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        if out:
+            written, quoted = handout(Path(out), force=force)
+            print(f"handout written to {out}: {', '.join(written)} (searched for leaks: none found)")
+            for line in quoted:
+                print(f"  note: a spec quotes the solution line {line!r} (a hint, so it is handed out)")
+        if autograder:
+            written = build_autograder(Path(autograder), force=force)
+            print(f"autograder bundle written to {autograder}: {', '.join(written)}")
+    except (ReleaseError, SpecError, stubgen.StubError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    return EXIT_OK

@@ -1,0 +1,103 @@
+"""Prove a challenge is sound: the reference with the key scores full marks, the stub scores zero,
+the key answers every question, and the frozen results replay to full marks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from validator.api import grade
+from validator.instructor.fixtures import (RECORD_PROFILES, RECORD_SEEDS, FixtureFile, Recorder, fingerprint,
+                                           fixture_path, live_only, versions)
+from validator.results import ChallengeResult
+from validator.spec.schema import Challenge
+from validator.worker.client import Worker
+
+
+def key_answers(key: dict[str, dict[str, Any]], challenge: Challenge) -> tuple[dict[str, Any], list[str]]:
+    """The key's answers for a challenge, and what is wrong with the key."""
+    mine = key.get(challenge.id) or {}
+    answers, problems = {}, []
+    for q in challenge.questions:
+        entry = mine.get(q.id)
+        if not isinstance(entry, dict) or entry.get("answer") is None:
+            problems.append(f"reference/answer_key.yaml has no answer for {challenge.id}.{q.id}")
+            continue
+        if q.type == "choice" and str(entry["answer"]).lower() not in q.choices:
+            problems.append(f"reference/answer_key.yaml: {challenge.id}.{q.id} answer {entry['answer']!r} is not "
+                            f"one of the choices {', '.join(q.choices)}")
+        answers[q.id] = entry["answer"]
+    for qid in mine:
+        if qid not in {q.id for q in challenge.questions}:
+            problems.append(f"reference/answer_key.yaml: {challenge.id}.{qid} answers no question of the spec")
+    return answers, problems
+
+
+def shortfall(result: ChallengeResult, *, allow_skipped: bool = False) -> list[str]:
+    """Checks that did not get full marks (advisory checks must pass too)."""
+    out = []
+    for c in result.checks:
+        if c.status == "passed" or (allow_skipped and c.status == "skipped"):
+            continue
+        first = (c.message or "").strip().splitlines()[:1]
+        out.append(f"{c.id} {c.status}" + (f": {first[0][:200]}" if first else ""))
+    if result.problem:
+        out.insert(0, f"problem: {result.problem[:300]}")
+    return out
+
+
+def record(challenge: Challenge, *, catalogue: dict[str, Challenge], reference_file: Path,
+           answers: dict[str, Any], seeds=RECORD_SEEDS, profiles=RECORD_PROFILES) -> tuple[FixtureFile, list[str]]:
+    """Grade the reference as the student for every seed and profile, recording its results.
+
+    Returns the fixture and what kept the reference from full marks (empty when sound).
+    """
+    recorder = Recorder()
+    problems: list[str] = []
+    with Worker(reference_file) as worker:
+        for profile in profiles:
+            for seed in seeds:
+                report = grade(reference_file, challenges=[challenge.id], seed=seed, profile=profile,
+                               answers={challenge.id: answers}, worker=worker, catalogue=catalogue,
+                               reference_dir=reference_file.parent, reference_mode="live", recorder=recorder)
+                lost = [x for x in shortfall(report.challenges[0])  # a missing key answer is reported once, apart
+                        if not (x.startswith("question_") and x.split()[0].removeprefix("question_") not in answers)]
+                if lost:
+                    problems.append(f"the reference with the key lost points (seed {seed}, profile {profile}): "
+                                    + "; ".join(lost))
+    fixture = FixtureFile(challenge=challenge.id,
+                          fingerprint=fingerprint(challenge, reference_file=reference_file),
+                          seeds=list(seeds), profiles=list(profiles),
+                          deferred=[c.id for c in challenge.checks if live_only(c.test)],
+                          versions=versions(), results=recorder.slimmed())
+    return fixture, problems
+
+
+def check_challenge(challenge: Challenge, *, catalogue: dict[str, Challenge], challenges_dir: Path,
+                    reference_file: Path, stub_file: Path, answers: dict[str, Any], live: bool = True,
+                    frozen: bool = True, seed: int = RECORD_SEEDS[0], profile: str = "quick") -> list[str]:
+    """Grade the reference (live and replayed) and the stub; return every problem found."""
+    problems: list[str] = []
+    common = dict(challenges=[challenge.id], seed=seed, profile=profile, catalogue=catalogue,
+                  challenges_dir=challenges_dir, reference_dir=reference_file.parent)
+    if live:
+        report = grade(reference_file, answers={challenge.id: answers}, reference_mode="live", **common)
+        lost = shortfall(report.challenges[0])
+        if lost:
+            problems.append("the reference with the key does not score full marks: " + "; ".join(lost))
+    if frozen:
+        if not fixture_path(challenges_dir, challenge.id).exists():
+            problems.append("no frozen reference results: run `validator regenerate`")
+        else:
+            report = grade(reference_file, answers={challenge.id: answers}, reference_mode="frozen", **common)
+            lost = [x for x in shortfall(report.challenges[0], allow_skipped=True) if not x.startswith("question_")]
+            if lost:
+                problems.append("replayed against the frozen results, the reference loses points: " + "; ".join(lost))
+    report = grade(stub_file, answers={}, reference_mode="live", **common)
+    result = report.challenges[0]
+    scored = [c for c in result.checks if c.score > 0]
+    if scored:
+        problems.append("the stub scores points (a check passes without any solution): "
+                        + ", ".join(f"{c.id} ({c.score:g})" for c in scored))
+    return problems

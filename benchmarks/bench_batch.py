@@ -1,0 +1,101 @@
+"""Throughput of `validator grade` on a generated batch: correct, broken and hostile submissions.
+
+Run: python benchmarks/bench_batch.py [--count 100] [--workers 2] [--timeout 30] [--keep DIR]
+
+Every submission answers the whole catalogue. Correct ones are the reference
+itself; broken ones are the reference with one challenge's entry replaced by a
+mutant from tests/implementations/*/broken/; hostile ones are the reference
+with a red-team attack from tests/redteam/ appended (hangs, bombs, crashes,
+forgeries). The mix is fixed by a seed, so runs compare. Prints submissions
+per minute and where the time went; the target on a 2-core machine is 100
+submissions in under 5 minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def generate(folder: Path, count: int, *, seed: int = 0, broken_share: float = 0.3,
+             hostile_share: float = 0.1) -> dict[str, str]:
+    """Write ``count`` submission folders under ``folder``; return name -> kind."""
+    rng = random.Random(seed)
+    reference = (ROOT / "reference" / "layers.py").read_text()
+    mutants = sorted((ROOT / "tests" / "implementations").glob("*/broken/*.py"))
+    attacks = sorted(p for p in (ROOT / "tests" / "redteam").glob("*/layers.py") if "control" not in p.parent.name)
+    kinds = {}
+    n_hostile = round(count * hostile_share)
+    n_broken = round(count * broken_share)
+    plan = ["hostile"] * n_hostile + ["broken"] * n_broken + ["correct"] * (count - n_hostile - n_broken)
+    rng.shuffle(plan)
+    for i, kind in enumerate(plan):
+        name = f"student{i:04d}"
+        sub = folder / name
+        sub.mkdir(parents=True)
+        body = reference
+        if kind == "broken":
+            mutant = rng.choice(mutants)
+            body += f"\n\n# --- mutant {mutant.parent.parent.name}/{mutant.name}\n" + mutant.read_text()
+        elif kind == "hostile":
+            attack = attacks[i % len(attacks)]
+            body += f"\n\n# --- attack {attack.parent.name}\n" + attack.read_text()
+            if (attack.parent / "answers.yaml").exists():
+                (sub / "answers.yaml").write_text((attack.parent / "answers.yaml").read_text())
+        (sub / "layers.py").write_text(body)
+        kinds[name] = kind
+    return kinds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=100)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=30.0, help="per-submission limit (default 30 s)")
+    parser.add_argument("--profile", default="batch")
+    parser.add_argument("--challenge", action="append", dest="challenges", help="default: the whole catalogue")
+    parser.add_argument("--keep", metavar="DIR", help="generate and grade under DIR, and keep it")
+    args = parser.parse_args()
+    base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-batch-"))
+    subs, out = base / "submissions", base / "out"
+    kinds = generate(subs, args.count)
+    cmd = [sys.executable, "-m", "validator", "grade", str(subs), "--out", str(out), "--workers",
+           str(args.workers), "--timeout", str(args.timeout), "--profile", args.profile]
+    for c in args.challenges or []:
+        cmd += ["--challenge", c]
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    elapsed = time.perf_counter() - started
+    if proc.returncode != 0:
+        print(proc.stderr[-4000:], file=sys.stderr)
+        sys.exit(f"validator grade exited {proc.returncode}")
+    per_kind: dict[str, list[float]] = {}
+    scores: dict[str, list[float]] = {}
+    for name, kind in kinds.items():
+        report = json.loads((out / f"{name}.json").read_text())
+        per_kind.setdefault(kind, []).append(report["duration_s"])
+        scores.setdefault(kind, []).append(report["score"] / max(report["max_score"], 1e-9))
+    n_challenges = len(json.loads((out / f"{next(iter(kinds))}.json").read_text())["challenges"])
+    print(f"{args.count} submissions x {n_challenges} challenges, {args.workers} workers, "
+          f"profile {args.profile}, timeout {args.timeout:g} s")
+    print(f"wall time {elapsed:7.1f} s  ->  {args.count / elapsed * 60:6.1f} submissions/minute "
+          f"(target: 100 in 300 s = 20/min)")
+    for kind, times in sorted(per_kind.items()):
+        print(f"  {kind:8s} {len(times):4d}  mean {sum(times) / len(times):5.1f} s  max {max(times):5.1f} s  "
+              f"mean score {100 * sum(scores[kind]) / len(scores[kind]):5.1f}%")
+    if not args.keep:
+        import shutil
+
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

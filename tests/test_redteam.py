@@ -1,0 +1,154 @@
+"""Hostile submissions (tests/redteam/) graded in one batch, with two correct controls around them.
+
+Each attack must end with its targeted checks failed and the student told why; the grader
+must exit 0 with every report written, the controls must keep full marks, nothing may be
+written outside the scratch dirs, no secret may reach a report, and no process may survive.
+The sandbox needs root (as in CI containers); elsewhere these tests are skipped.
+"""
+
+from __future__ import annotations
+
+import ast
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from validator import paths, sandbox
+
+ROOT = Path(__file__).resolve().parents[1]
+REDTEAM = ROOT / "tests" / "redteam"
+SECRET = "hunter2-" + os.urandom(6).hex()
+TIMEOUT_S = 8
+
+caps = sandbox.capabilities()
+pytestmark = pytest.mark.skipif(not (caps["setuid"] and caps["namespaces"]),
+                                reason="the sandbox needs root with namespaces (as in CI containers)")
+
+
+def expectations(folder: Path) -> dict:
+    tree = ast.parse((folder / "layers.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "EXPECT":
+            return ast.literal_eval(node.value)
+    return {}
+
+
+ATTACKS = {p.name: expectations(p) for p in sorted(REDTEAM.iterdir()) if (p / "layers.py").is_file()}
+ATTACKS["symlink_reference"] = {"max_score": 0, "message": "symbolic link"}
+ATTACKS["symlink_answer_key"] = {"max_score": 0, "message": "symbolic link", "no_secrets": True}
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    """Grade the red-team folder once, even under pytest-xdist (the first worker grades, the others wait)."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # this session's folder, shared by its xdist workers
+    with open(shared / "redteam.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        base = shared / "redteam"
+        if not (base / "result.json").exists():
+            _grade_redteam(base)
+    result = json.loads((base / "result.json").read_text())
+    out = base / "out"
+    return {**result, "out": out, "subs": base / "submissions",
+            "reports": {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")},
+            "manifest": json.loads((out / "shards" / "shard-1-of-1.json").read_text())}
+
+
+def _grade_redteam(base: Path) -> None:
+    shutil.rmtree(base, ignore_errors=True)
+    subs, out = base / "submissions", base / "out"
+    shutil.copytree(REDTEAM, subs, ignore=shutil.ignore_patterns("README.md"))
+    for name, target in (("symlink_reference", paths.reference_dir() / "layers.py"),
+                         ("symlink_answer_key", paths.reference_dir() / "answer_key.yaml")):
+        (subs / name).mkdir()
+        (subs / name / "layers.py").symlink_to(target)
+    control = (subs / "aa_control" / "layers.py").read_text()
+    env = dict(os.environ, VALIDATOR_TEST_SECRET=SECRET)
+    proc = subprocess.run([sys.executable, "-m", "validator", "grade", str(subs), "--out", str(out),
+                           "--challenge", "token_embedding", "--workers", "2", "--timeout", str(TIMEOUT_S),
+                           "--memory", "1024"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    (base / "result.json").write_text(json.dumps({"returncode": proc.returncode, "stderr": proc.stderr,
+                                                  "control": control, "secret": SECRET}))
+
+
+def test_grader_survives_and_writes_every_report(batch):
+    assert batch["returncode"] == 0, batch["stderr"][-3000:]
+    assert set(batch["reports"]) == set(ATTACKS)
+    assert batch["manifest"]["grader_failures"] == []
+    csv_names = [line.split(",")[0] for line in (batch["out"] / "grades.csv").read_text().splitlines()[1:]]
+    assert sorted(csv_names) == sorted(ATTACKS)
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_attack_is_contained(batch, name):
+    expect = ATTACKS[name]
+    report = batch["reports"][name]
+    checks = {c["id"]: c for ch in report["challenges"] for c in ch["checks"]}
+    text = json.dumps(report)
+    if expect.get("control"):
+        code = [c for c in checks.values() if c["kind"] != "question"]
+        assert all(c["status"] in ("passed", "advisory") for c in code), \
+            [(c["id"], c["message"][:200]) for c in code if c["status"] not in ("passed", "advisory")]
+        return
+    for check_id in expect.get("fail", []):
+        assert checks[check_id]["status"] not in ("passed", "advisory"), (check_id, checks[check_id])
+    if "max_score" in expect:
+        assert report["score"] <= expect["max_score"]
+    if "message" in expect:
+        assert expect["message"] in text, text[:3000]
+    assert batch["secret"] not in text, "the grader's environment reached a report"
+    assert "imported the reference" not in text
+    # Explanations come from the key on purpose (they are shown once a question is graded);
+    # everything else in a report must hold no line of the reference or of the key.
+    unprompted = json.dumps([{k: v for k, v in c.items() if k != "explanation"} for c in checks.values()],
+                            ensure_ascii=False)
+    own_source = (REDTEAM / name / "layers.py").read_text() if (REDTEAM / name).is_dir() else ""
+    for secret_file in (paths.reference_dir() / "layers.py", paths.reference_dir() / "answer_key.yaml"):
+        for line in secret_file.read_text().splitlines():
+            line = line.strip()
+            if len(line) > 40 and line not in own_source:
+                assert line not in unprompted, f"{secret_file.name} leaked: {line}"
+
+
+def test_reports_are_valid_for_every_format(batch):
+    import xml.etree.ElementTree as ET
+
+    for name in ATTACKS:
+        ET.parse(batch["out"] / "junit" / f"{name}.xml")
+        json.loads((batch["out"] / "gradescope" / name / "results.json").read_text())
+
+
+def test_no_process_left_behind(batch):
+    uids = batch["manifest"]["worker_uids"]
+    assert uids, "the batch ran without per-slot uids"
+    for uid in uids:
+        assert sandbox.processes_of(uid) == []
+
+
+def test_nothing_written_outside_scratch(batch):
+    for path in (ROOT / "validator").rglob("*.py"):
+        assert "pwned" not in path.read_text(), f"{path} was altered"
+    assert (batch["subs"] / "aa_control" / "layers.py").read_text() == batch["control"]
+    for path in ("/tmp/redteam-was-here", "/var/tmp/redteam-was-here", "/dev/shm/redteam-was-here",
+                 str(batch["subs"] / "redteam-was-here")):
+        assert not os.path.exists(path), path
+    for path in list(batch["out"].rglob("*")) + list(batch["subs"].rglob("*")):
+        if path.is_file():
+            assert b"\nraise SystemExit('pwned')\n" not in path.read_bytes(), f"{path} was altered"
+
+
+def test_worker_could_not_read_the_reference(batch):
+    report = batch["reports"]["read_secrets"]
+    text = json.dumps(report)
+    assert "LEAK" in text  # the attack ran and reported what it saw ...
+    assert "Permission denied" in text or "No such file" in text or "ModuleNotFoundError" in text
+    ref_source = (paths.reference_dir() / "layers.py").read_text()[:200]
+    assert ref_source[:80] not in text  # ... which is nothing of the reference

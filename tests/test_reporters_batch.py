@@ -1,0 +1,144 @@
+"""The batch reporters: Gradescope results.json (schema-checked), JUnit XML (parsed), the CSV gradebook."""
+
+from __future__ import annotations
+
+import csv
+import io
+import xml.etree.ElementTree as ET
+
+import jsonschema
+import pytest
+
+from validator.batch.reports import failed_report, report_from_dict
+from validator.reporters.csv_report import grades_csv
+from validator.reporters.gradescope import gradescope_dict
+from validator.reporters.junit import junit_xml
+from validator.results import ChallengeResult, CheckResult, Report
+
+# Gradescope's results.json (https://gradescope-autograders.readthedocs.io/en/latest/specs/), as a schema.
+GRADESCOPE_SCHEMA = {
+    "type": "object",
+    "required": ["score", "tests", "execution_time", "output"],
+    "properties": {
+        "score": {"type": "number"},
+        "execution_time": {"type": "number", "minimum": 0},
+        "output": {"type": "string"},
+        "visibility": {"enum": ["hidden", "after_due_date", "after_published", "visible"]},
+        "stdout_visibility": {"enum": ["hidden", "after_due_date", "after_published", "visible"]},
+        "tests": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name", "score", "max_score", "status", "output", "visibility"],
+                "properties": {
+                    "name": {"type": "string", "minLength": 1},
+                    "score": {"type": "number", "minimum": 0},
+                    "max_score": {"type": "number", "minimum": 0},
+                    "status": {"enum": ["passed", "failed"]},
+                    "output": {"type": "string"},
+                    "visibility": {"enum": ["hidden", "after_due_date", "after_published", "visible"]},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "number": {"type": "string"},
+                },
+            },
+        },
+    },
+}
+
+NASTY = "\x00\x1b[2J]]></failure>\ud800<b>&amp;\r\n\"'"
+
+
+def make_report() -> Report:
+    checks = [
+        CheckResult(id="shape", kind="shape", status="passed", score=2, max_score=2, title="shape ok",
+                    duration_s=0.1),
+        CheckResult(id="values", kind="values", status="failed", score=0, max_score=3, message="1 of 4 differ\nworst...",
+                    reproduce="validator submit-build --check values --seed 0", duration_s=0.2),
+        CheckResult(id="grad", kind="gradient", status="error", score=0, max_score=1, message="crashed " + NASTY),
+        CheckResult(id="speed", kind="performance", status="skipped", score=0, max_score=1, message="deferred"),
+        CheckResult(id="negative", kind="ids", status="advisory", score=0, max_score=0, message="raise IndexError"),
+        CheckResult(id="q1", kind="question", status="passed", score=1, max_score=1),
+    ]
+    other = [CheckResult(id="import", kind="structure", status="error", score=0, max_score=4,
+                         message="not run: see the problem above")]
+    return Report(challenges=[ChallengeResult(id="token_embedding", title="Token embedding", checks=checks),
+                              ChallengeResult(id="tied_lm_head", title="Tied head", checks=other,
+                                              problem="layers.py could not be imported: " + NASTY)],
+                  seed=7, student="alice", profile="batch", duration_s=1.5, notes=["a note"])
+
+
+def test_gradescope_results_validate_against_the_format():
+    report = make_report()
+    data = gradescope_dict(report)
+    jsonschema.validate(data, GRADESCOPE_SCHEMA)
+    assert data["score"] == report.score == sum(t["score"] for t in data["tests"])
+    assert sum(t["max_score"] for t in data["tests"]) == report.max_score
+    by_name = {t["name"]: t for t in data["tests"]}
+    assert by_name["token_embedding / values"]["status"] == "failed"
+    assert "reproduce: validator submit-build" in by_name["token_embedding / values"]["output"]
+    assert by_name["token_embedding / negative"]["status"] == "passed"  # advice, not a failure
+    assert "could not be imported" in by_name["tied_lm_head / import"]["output"]
+
+
+def test_gradescope_hidden_visibility():
+    data = gradescope_dict(make_report(), visibility="hidden")
+    jsonschema.validate(data, GRADESCOPE_SCHEMA)
+    assert {t["visibility"] for t in data["tests"]} == {"hidden"}
+
+
+def test_junit_parses_and_counts_match():
+    report = make_report()
+    root = ET.fromstring(junit_xml(report, name="alice"))
+    assert root.tag == "testsuites"
+    suites = root.findall("testsuite")
+    assert [s.get("name") for s in suites] == ["token_embedding", "tied_lm_head"]
+    cases = root.findall("testsuite/testcase")
+    assert int(root.get("tests")) == len(cases) == 7
+    assert int(root.get("failures")) == len(root.findall("testsuite/testcase/failure")) == 1
+    assert int(root.get("errors")) == len(root.findall("testsuite/testcase/error")) == 2
+    assert int(root.get("skipped")) == len(root.findall("testsuite/testcase/skipped")) == 1
+    for suite in suites:
+        for key in ("tests", "failures", "errors", "skipped", "time"):
+            assert suite.get(key) is not None
+        assert int(suite.get("tests")) == len(suite.findall("testcase"))
+    for case in cases:
+        assert case.get("classname").startswith("alice.") and case.get("name") and float(case.get("time")) >= 0
+    failure = root.find("testsuite/testcase/failure")
+    assert failure.get("message") == "1 of 4 differ" and "worst" in failure.text
+
+
+def test_junit_survives_characters_xml_cannot_hold():
+    root = ET.fromstring(junit_xml(make_report()))
+    error = root.findall("testsuite/testcase/error")[0]
+    assert "\x00" not in error.text and "\ufffd" in error.text
+    assert "]]></failure>" in error.text  # escaped, not interpreted
+
+
+def test_csv_gradebook_rows_and_columns():
+    a = make_report()
+    b = Report(challenges=[ChallengeResult(id="token_embedding", title="", checks=[
+        CheckResult(id="x", kind="shape", status="passed", score=1, max_score=9)])], seed=0, student="b",
+        profile="batch")
+    text = grades_csv([("zed", b), ("=HYPERLINK(evil)", a)], challenges=["tied_lm_head", "token_embedding"])
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[0] == ["name", "score", "max_score", "tied_lm_head", "token_embedding"]
+    assert rows[1] == ["'=HYPERLINK(evil)", "3", "12", "0", "3"]
+    assert rows[2] == ["zed", "1", "9", "", "1"]
+
+
+def test_report_round_trips_through_json():
+    report = make_report()
+    again = report_from_dict(report.to_dict())
+    assert again.to_dict() == report.to_dict()
+
+
+def test_failed_report_keeps_the_max_score():
+    from validator import paths
+    from validator.spec import load_catalogue
+
+    catalogue = load_catalogue(paths.challenges_dir())
+    chosen = list(catalogue.values())[:2]
+    report = failed_report("bob", chosen, "the grader failed", seed=0, profile="batch")
+    expected = sum(c.points for ch in chosen for c in ch.checks) + sum(q.points for ch in chosen for q in ch.questions)
+    assert report.score == 0 and report.max_score == pytest.approx(expected)
+    assert all(c.status == "error" for ch in report.challenges for c in ch.checks)

@@ -1,0 +1,77 @@
+"""Find the submissions in a folder and pick a shard's share of them."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from validator.api import UsageError
+
+MAX_HELPER_FILES = 20
+MAX_FILE_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Submission:
+    name: str  # the folder's name: the key of every output file
+    folder: Path
+
+    @property
+    def layers(self) -> Path:
+        return self.folder / "layers.py"
+
+    @property
+    def answers(self) -> Path:
+        return self.folder / "answers.yaml"
+
+    def files(self) -> dict[str, str]:
+        """What is copied into the worker's scratch dir: layers.py and a few small helper modules."""
+        found = {"layers.py": str(self.layers)} if _plain_file(self.layers) else {}
+        helpers = sorted(p for p in self.folder.glob("*.py") if p.name != "layers.py")
+        for p in helpers[:MAX_HELPER_FILES]:
+            if _plain_file(p) and p.stat().st_size <= MAX_FILE_BYTES:
+                found[p.name] = str(p)
+        return found
+
+
+def _plain_file(path: Path) -> bool:
+    """A regular file, not a symlink: a link could point the root-run copy at the reference."""
+    return path.is_file() and not path.is_symlink()
+
+
+def discover(root: str | Path) -> list[Submission]:
+    """One submission per sub-folder of ``root`` (hidden folders skipped), sorted by name."""
+    root = Path(root)
+    if not root.is_dir():
+        raise UsageError(f"{root} is not a folder of submissions")
+    subs = [Submission(p.name, p) for p in sorted(root.iterdir(), key=lambda p: p.name)
+            if p.is_dir() and not p.name.startswith(".")]
+    return subs
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int  # 1-based
+    count: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.index}-of-{self.count}"
+
+    def select(self, subs: list[Submission]) -> list[Submission]:
+        """Every count-th submission in name order, starting at index: shards are disjoint and cover all."""
+        return subs[self.index - 1::self.count]
+
+
+def parse_shard(text: str | None) -> Shard:
+    """``I/N`` with 1 <= I <= N (as in a job array numbered from 1); none means the whole batch."""
+    if not text:
+        return Shard(1, 1)
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not match:
+        raise UsageError(f"--shard takes I/N, e.g. 2/8, got {text!r}")
+    index, count = int(match.group(1)), int(match.group(2))
+    if not 1 <= index <= count:
+        raise UsageError(f"--shard {text}: I must be between 1 and N (shards are numbered from 1)")
+    return Shard(index, count)

@@ -1,0 +1,402 @@
+"""Confine one worker process: its own namespaces and user, a private scratch dir, resource limits.
+
+:func:`enter` runs in a freshly forked worker, before any student code, while
+the process is still root. It moves the process into new mount, network, IPC
+and UTS namespaces, mounts a private size-limited ``/tmp`` holding the scratch
+directory, hides the grader's paths (reference, answer keys, submissions,
+outputs) behind empty read-only mounts, sets resource limits, and finally
+drops to an unprivileged uid with no way back (``no_new_privs``).
+
+Each step is used only where this machine allows it (see :func:`capabilities`);
+what was skipped is listed in :attr:`Sandbox.degraded` so reports and docs can
+say so. Without root, only the limits, the scratch directory and process-group
+cleanup apply. The threat model is in ``docs/batch.md``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import os
+import resource
+import signal
+import stat
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWNET = 0x00020000, 0x04000000, 0x08000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 38, 36
+
+SCRATCH = "/tmp/work"  # inside the worker's private /tmp
+FIRST_UID = 61000  # worker uids: unused by any account, one per concurrent worker slot
+UID_SLOTS = 4000
+LOCK_DIR = Path(tempfile.gettempdir()) / "validator-uids"
+
+
+@dataclass
+class Limits:
+    """What one submission may use. Wall time is enforced by the grader, the rest by the kernel."""
+
+    wall_s: float = 300.0
+    cpu_s: int = 300
+    memory_mb: int = 2048
+    nproc: int = 64
+    output_mb: int = 8
+    scratch_mb: int = 256
+    open_files: int = 256
+
+
+@dataclass
+class Sandbox:
+    """The plain-data description the template process gets for each worker it forks."""
+
+    limits: Limits = field(default_factory=Limits)
+    uid: int | None = None  # None: keep the grader's user (no root, or isolation off)
+    namespaces: bool = False
+    hide: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)  # scratch name -> source path, copied in
+    degraded: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Sandbox":
+        return cls(**{**data, "limits": Limits(**data.get("limits", {}))})
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _unshare(flags: int) -> None:
+    _check(_libc.unshare(ctypes.c_int(flags)), "unshare")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = (lambda s: None if s is None else s.encode())
+    _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
+           f"mount {target}")
+
+
+def _prctl(option: int, value: int) -> None:
+    _check(_libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0), "prctl")
+
+
+@lru_cache(maxsize=None)
+def capabilities() -> dict[str, bool]:
+    """What isolation works on this machine, probed once in a throwaway child process."""
+    caps = {"root": os.geteuid() == 0, "namespaces": False, "setuid": False}
+    if not caps["root"]:
+        return caps
+    for name, body in (("namespaces", _probe_namespaces), ("setuid", _probe_setuid)):
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - child
+            try:
+                body()
+                os._exit(0)
+            except BaseException:  # noqa: BLE001
+                os._exit(1)
+        _, status = os.waitpid(pid, 0)
+        caps[name] = os.waitstatus_to_exitcode(status) == 0
+    return caps
+
+
+def _probe_namespaces() -> None:
+    _unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS)
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m")
+
+
+def _probe_setuid() -> None:
+    os.setgroups([])
+    os.setresgid(FIRST_UID, FIRST_UID, FIRST_UID)
+    os.setresuid(FIRST_UID, FIRST_UID, FIRST_UID)
+
+
+class UidLease:
+    """An unprivileged uid reserved for one worker slot (a lock file, so concurrent graders never share)."""
+
+    def __init__(self):
+        LOCK_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+        start = os.getpid() % UID_SLOTS
+        for i in range(UID_SLOTS):
+            uid = FIRST_UID + (start + i) % UID_SLOTS
+            fd = os.open(LOCK_DIR / str(uid), os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            self.uid, self._fd = uid, fd
+            return
+        raise RuntimeError("no free worker uid")
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def plan(limits: Limits, *, hide: list[str], files: dict[str, str], uid: int | None,
+         isolate: bool = True) -> Sandbox:
+    """The strongest sandbox this machine supports; ``degraded`` names what is missing and why."""
+    caps = capabilities()
+    box = Sandbox(limits=limits, hide=sorted({str(Path(p).resolve()) for p in hide}), files=files)
+    if not isolate:
+        box.degraded.append("isolation turned off (--no-isolation): student code runs as the grader's user")
+        return box
+    if not caps["root"]:
+        box.degraded.append("not root: student code runs as the grader's user, can read the grader's files, "
+                            "and shares its network")
+        return box
+    box.namespaces = caps["namespaces"]
+    if not box.namespaces:
+        box.degraded.append("mount/network namespaces unavailable: grader paths are not hidden")
+    if caps["setuid"] and uid is not None:
+        box.uid = uid
+    else:
+        box.degraded.append("cannot switch to an unprivileged uid")
+    return box
+
+
+def close_fds_except(keep: list[int]) -> None:
+    low = 3
+    for fd in sorted(set(keep)):
+        if fd >= low:
+            os.closerange(low, fd)
+            low = fd + 1
+    os.closerange(low, 65536)
+
+
+def enter(box: Sandbox, *, keep_fds: list[int], scratch: str | None = None) -> tuple[str, dict[str, str]]:
+    """Confine the current (freshly forked) process; return the scratch dir and the new environment.
+
+    ``scratch`` is used when there is no private /tmp (no namespaces); the caller removes it.
+    """
+    os.setsid()
+    close_fds_except(keep_fds)
+    contents = {name: _read_capped(src, 4 << 20) for name, src in box.files.items()}
+    if box.namespaces:
+        _unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS)
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+        if box.uid is not None:
+            _expose(runtime_dirs())
+        for path in box.hide:
+            _hide(path)
+        _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
+               f"size={box.limits.scratch_mb}m,mode=0755,nr_inodes=4096")
+        for path in ("/var/tmp", "/dev/shm", "/run/lock"):
+            if os.path.isdir(path):
+                try:
+                    _mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555")
+                except OSError:
+                    pass
+        scratch = SCRATCH
+        os.makedirs(scratch, mode=0o700, exist_ok=True)
+    else:
+        scratch = scratch or tempfile.mkdtemp(prefix="validator-scratch-")
+    for name, data in contents.items():
+        if data is not None:
+            with open(os.path.join(scratch, name), "wb") as fh:
+                fh.write(data)
+    if box.uid is not None:
+        for root, dirs, names in os.walk(scratch):
+            for n in [root] + [os.path.join(root, x) for x in dirs + names]:
+                os.chown(n, box.uid, box.uid)
+    _set_limits(box.limits)
+    if box.uid is not None:
+        os.setgroups([])
+        os.setresgid(box.uid, box.uid, box.uid)
+        os.setresuid(box.uid, box.uid, box.uid)
+    try:
+        _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    except OSError:
+        pass
+    os.chdir(scratch)
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+    signal.signal(signal.SIGXCPU, signal.SIG_DFL)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": scratch, "TMPDIR": scratch, "LANG": "C.UTF-8",
+           "USER": "student", "LOGNAME": "student", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "VALIDATOR_MEMORY_MB": str(box.limits.memory_mb)}
+    return scratch, env
+
+
+def runtime_dirs() -> list[str]:
+    """Where Python and its packages live: the worker must still import from there after dropping root."""
+    from validator.paths import PROJECT_ROOT
+
+    dirs = {sys.base_prefix, sys.prefix, sys.exec_prefix}
+    for entry in sys.path:
+        if entry and os.path.isdir(entry) and not any(entry.startswith(d + os.sep) for d in dirs):
+            if not entry.startswith(str(PROJECT_ROOT) + os.sep) and entry != str(PROJECT_ROOT):
+                dirs.add(entry)
+    return sorted(os.path.realpath(d) for d in dirs)
+
+
+def _first_blocker(path: str) -> str | None:
+    """The outermost folder on the way to ``path`` that other users cannot enter (e.g. /root)."""
+    parts = Path(path).parts
+    for i in range(2, len(parts) + 1):
+        folder = os.path.join(*parts[:i])
+        try:
+            if not os.stat(folder).st_mode & 0o001:
+                return folder
+        except OSError:
+            return None
+    return None
+
+
+def _expose(paths: list[str]) -> None:
+    """Make ``paths`` reachable by an unprivileged user when a closed folder (like /root) holds them.
+
+    The closed folder is covered by an empty tmpfs (hiding the rest of it) and
+    each path is bind-mounted back, read-only, at its usual place.
+    """
+    blocked = [(p, b) for p in paths if (b := _first_blocker(p))]
+    if not blocked:
+        return
+    fds = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p, _ in blocked}
+    try:
+        for blocker in sorted({b for _, b in blocked}, key=len):
+            if not any(blocker.startswith(o + os.sep) for o in {b for _, b in blocked} if o != blocker):
+                _mount("tmpfs", blocker, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+        for path, fd in fds.items():
+            os.makedirs(path, mode=0o755, exist_ok=True)
+            _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+            try:
+                _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+            except OSError:
+                pass
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+
+
+def _read_capped(path: str, cap: int) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read(cap)
+    finally:
+        os.close(fd)
+
+
+def _hide(path: str) -> None:
+    """Cover ``path`` with something empty and read-only, so it cannot be read, listed or written."""
+    try:
+        if os.path.isdir(path):
+            _mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0000")
+        elif os.path.exists(path):
+            _mount("/dev/null", path, None, MS_BIND)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT,):
+            raise
+
+
+def _vm_size() -> int:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _set_limits(limits: Limits) -> None:
+    mb = 1 << 20
+    address_space = _vm_size() + limits.memory_mb * mb  # torch is already mapped in; the limit is on top
+    settings = [
+        (resource.RLIMIT_AS, address_space, address_space),
+        (resource.RLIMIT_CPU, limits.cpu_s, limits.cpu_s + 2),
+        (resource.RLIMIT_FSIZE, limits.output_mb * mb, limits.output_mb * mb),
+        (resource.RLIMIT_NOFILE, limits.open_files, limits.open_files),
+        (resource.RLIMIT_CORE, 0, 0),
+        (resource.RLIMIT_NPROC, limits.nproc, limits.nproc),
+    ]
+    for which, soft, hard in settings:
+        try:
+            resource.setrlimit(which, (soft, hard))
+        except (ValueError, OSError):
+            pass
+
+
+def sweep(uid: int, *, rounds: int = 50, reap: Callable[[], None] | None = None) -> int:
+    """Kill every process running as ``uid`` (a worker slot's uid); return the rounds it took (0: none ran).
+
+    A child switches to that uid and calls ``kill(-1, SIGKILL)``, which signals
+    every process the uid owns at once, so a fork loop cannot outrun it.
+    """
+    for n in range(rounds):
+        if reap is not None:
+            reap()  # a killed process stays visible until its zombie is reaped
+        if not processes_of(uid):
+            return n
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - child
+            try:
+                os.setresgid(uid, uid, uid)
+                os.setresuid(uid, uid, uid)
+                os.kill(-1, signal.SIGKILL)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        time.sleep(0.005)
+    return rounds
+
+
+def processes_of(uid: int) -> list[int]:
+    """Live (non-zombie) processes owned by ``uid``, read from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as fh:
+                status = fh.read()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if fields.get("Uid", "").split()[:1] == [str(uid)] and not fields.get("State", "").strip().startswith("Z"):
+            found.append(int(entry))
+    return found
+
+
+def describe_signal(sig: int, limits: Limits | None) -> str | None:
+    """What a fatal signal means for a sandboxed worker, in the student's terms."""
+    if limits is None:
+        return None
+    return {
+        signal.SIGXCPU: f"CPU time limit of {limits.cpu_s} s exceeded",
+        signal.SIGXFSZ: f"output size limit of {limits.output_mb} MB exceeded (printing too much, or a file "
+                        "too large in the scratch directory)",
+        signal.SIGKILL: f"killed, by your own code or by a limit (memory {limits.memory_mb} MB, "
+                        f"CPU {limits.cpu_s} s, {limits.nproc} processes)",
+    }.get(sig)
+
+
+def set_subreaper() -> None:
+    try:
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    except OSError:
+        pass

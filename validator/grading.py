@@ -97,7 +97,8 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
         if ctx.recorder is not None:
             ctx.recorder.end_check()
             ctx.recorder.active = True
-    if ctx.frozen is not None and status == "error" and ctx.frozen.misses and not ctx.frozen.hits:
+    # Nothing was compared: a pass (or an error of the grader's making) would claim what was never checked.
+    if ctx.frozen is not None and status in ("passed", "error") and ctx.frozen.misses and not ctx.frozen.hits:
         from validator.instructor.fixtures import DEFERRED
 
         status, message = "skipped", (f"{DEFERRED}: none of the generated inputs has a frozen reference result "

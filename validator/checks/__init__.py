@@ -113,11 +113,12 @@ def for_all(ctx: Context, check: CheckSpec, strategy, body: Callable[[Any], None
     def prop(case):
         if state["stop"] is None:
             state["last"] = case
-            state["runs"] += 1
             try:
                 body(case)
             except WorkerFailure as exc:
                 state["stop"] = (exc, case)
+            else:
+                state["runs"] += 1  # only inputs that were checked: a rejected one never gets here
         if state["stop"] is not None:
             raise _Stop()  # one raise site, so hypothesis sees one consistent failure
 

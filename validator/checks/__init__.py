@@ -18,6 +18,7 @@ from hypothesis.errors import HypothesisException
 from hypothesis.reporting import with_reporter
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+import validator.profiles  # noqa: F401 - fixes case generation to the seed alone (see there)
 from validator.context import CheckErrored, CheckFailed, Context
 from validator.spec.schema import Challenge, CheckSpec
 from validator.worker.client import WorkerFailure

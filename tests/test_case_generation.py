@@ -1,0 +1,60 @@
+"""Generated cases depend on the seed alone, not on which source files happen to be imported.
+
+Hypothesis mixes literals from "local" modules into generation. Without the guard in
+validator/profiles.py, importing the reference (live grading) or a file full of constants
+changed the inputs a seed produced, so a handout replayed other cases than were recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SCRIPT = textwrap.dedent("""
+    import json, sys
+    if len(sys.argv) > 1:  # import a local source file: its literals would bias hypothesis
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("local_source", sys.argv[1])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["local_source"] = module
+        spec.loader.exec_module(module)
+    from hypothesis import given, seed, settings
+    from validator import paths, profiles
+    from validator.cases import case_strategy
+    from validator.spec import load_catalogue
+
+    challenge = load_catalogue(paths.challenges_dir())["learned_positional_embedding"]
+    entry = challenge.entries["LearnedPositionalEmbedding"]
+    seen = []
+
+    @seed(11)
+    @settings(profiles.get_settings("default"), max_examples=200, phases=[profiles.Phase.generate])
+    @given(case_strategy(challenge, entry))
+    def collect(case):
+        values = {k: v.double().sum().item() if hasattr(v, "double") else v for k, v in case.inputs.items()}
+        seen.append([case.summary(), case.seed, values])
+
+    collect()
+    print(json.dumps(seen))
+""")
+
+
+def _cases(*args: str) -> list[str]:
+    out = subprocess.run([sys.executable, "-c", SCRIPT, *args], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_imported_local_constants_do_not_change_generated_cases(tmp_path):
+    numbers = ", ".join(str(n) for n in range(100_003, 2**31 - 1, 21_474_799))  # fit a case's seed range
+    (tmp_path / "constants_galore.py").write_text(f"LIMITS = [{numbers}]\nSCALE = 0.02\n")
+    plain = _cases()
+    assert len(plain) >= 20
+    assert _cases(str(tmp_path / "constants_galore.py")) == plain
+    assert _cases(str(ROOT / "reference" / "layers.py")) == plain  # live grading imports the reference

@@ -2,40 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 
 from validator.cases import case_strategy
-from validator.checks import Params, for_all, register
-from validator.checks.common import CheckFailed, entry_of, run_student
+from validator.checks import for_all, register
+from validator.checks.common import CheckFailed, OverrideParams, entry_of, run_student
 from validator.compare import mismatch, tolerance_for
 from validator.context import Context
 from validator.spec.schema import CheckSpec, ToleranceSpec
 
 
-class CaseParams(Params):
-    inputs: dict[str, dict[str, Any]] = {}
-    dims: dict[str, int] = {}
+class CaseParams(OverrideParams):
+    """Generated cases: input and dim overrides, dtype, training mode, how many examples."""
+
     dtype: Optional[str] = None
     train: bool = False
     max_examples: Optional[int] = None
-
-    def check_against(self, challenge, check):
-        problems = []
-        for name, override in self.inputs.items():
-            if name not in challenge.inputs:
-                problems.append((("inputs", name), f"no input named {name!r} under `inputs`"))
-                continue
-            try:
-                from validator.cases import merged_input
-                merged_input(challenge.inputs[name], override)
-            except Exception as exc:  # noqa: BLE001 - report the rule that was broken
-                problems.append((("inputs", name), str(exc).splitlines()[-1]))
-        for name in self.dims:
-            if name not in challenge.dims:
-                problems.append((("dims", name), f"no dim named {name!r} under `dims`"))
-        return problems
 
 
 def strategy(ctx: Context, check: CheckSpec, p: CaseParams):

@@ -6,9 +6,32 @@ from typing import Any
 
 import torch
 
-from validator.cases import Case, fixed_case
+from validator.cases import Case, fixed_case, merged_input
+from validator.checks import Params
 from validator.context import CheckErrored, CheckFailed, Context, format_exception
 from validator.spec.schema import CheckSpec, Entry
+
+
+class OverrideParams(Params):
+    """Inputs and dims a check overrides; each override is checked against the spec when it loads."""
+
+    inputs: dict[str, dict[str, Any]] = {}
+    dims: dict[str, int] = {}
+
+    def check_against(self, challenge, check):
+        problems = []
+        for name, override in self.inputs.items():
+            if name not in challenge.inputs:
+                problems.append((("inputs", name), f"no input named {name!r} under `inputs`"))
+                continue
+            try:
+                merged_input(challenge.inputs[name], override)
+            except Exception as exc:  # noqa: BLE001 - report the rule that was broken
+                problems.append((("inputs", name), str(exc).splitlines()[-1]))
+        for name in self.dims:
+            if name not in challenge.dims:
+                problems.append((("dims", name), f"no dim named {name!r} under `dims`"))
+        return problems
 
 
 def probe_dims(ctx: Context) -> dict[str, int]:

@@ -11,9 +11,9 @@ import ast
 import operator
 from typing import Any
 
-from validator.cases import fixed_case, merged_input
-from validator.checks import Params, register
-from validator.checks.common import CheckFailed, entry_of, probe_dims, run_student
+from validator.cases import fixed_case
+from validator.checks import register
+from validator.checks.common import CheckFailed, OverrideParams, entry_of, probe_dims, run_student
 from validator.context import Context
 from validator.spec.schema import CheckSpec
 
@@ -45,26 +45,8 @@ def evaluate(expr: str | int, names: dict[str, Any]) -> int:
     return walk(tree)
 
 
-class BuildParams(Params):
+class BuildParams(OverrideParams):
     """Which configuration to build: dims and option overrides, as in the case tests."""
-
-    dims: dict[str, int] = {}
-    inputs: dict[str, dict[str, Any]] = {}
-
-    def check_against(self, challenge, check):
-        problems = []
-        for name, override in self.inputs.items():
-            if name not in challenge.inputs:
-                problems.append((("inputs", name), f"no input named {name!r} under `inputs`"))
-                continue
-            try:
-                merged_input(challenge.inputs[name], override)
-            except Exception as exc:  # noqa: BLE001 - report the rule that was broken
-                problems.append((("inputs", name), str(exc).splitlines()[-1]))
-        for name in self.dims:
-            if name not in challenge.dims:
-                problems.append((("dims", name), f"no dim named {name!r} under `dims`"))
-        return problems
 
 
 def _build(ctx: Context, check: CheckSpec, p: BuildParams, want: list[str]) -> tuple[dict, Any, str]:

@@ -72,9 +72,19 @@ def _grade_redteam(base: Path) -> None:
         (subs / name / "layers.py").symlink_to(target)
     control = (subs / "aa_control" / "layers.py").read_text()
     env = dict(os.environ, VALIDATOR_TEST_SECRET=SECRET)
-    proc = subprocess.run([sys.executable, "-m", "validator", "grade", str(subs), "--out", str(out),
-                           "--challenge", "token_embedding", "--workers", "2", "--timeout", str(TIMEOUT_S),
-                           "--memory", "1024"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    # A second, world-readable checkout of the course outside the grader's own (a TA's clone):
+    # the hide list does not name it, so only covering unknown top-level folders keeps it out.
+    decoy = Path("/validator-decoy-" + os.urandom(4).hex())
+    (decoy / "course").mkdir(parents=True)
+    shutil.copytree(paths.reference_dir(), decoy / "course" / "reference")
+    for path in [decoy, *decoy.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "validator", "grade", str(subs), "--out", str(out),
+                               "--challenge", "token_embedding", "--workers", "2", "--timeout", str(TIMEOUT_S),
+                               "--memory", "1024"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    finally:
+        shutil.rmtree(decoy, ignore_errors=True)
     (base / "result.json").write_text(json.dumps({"returncode": proc.returncode, "stderr": proc.stderr,
                                                   "control": control, "secret": SECRET}))
 
@@ -152,3 +162,4 @@ def test_worker_could_not_read_the_reference(batch):
     assert "Permission denied" in text or "No such file" in text or "ModuleNotFoundError" in text
     ref_source = (paths.reference_dir() / "layers.py").read_text()[:200]
     assert ref_source[:80] not in text  # ... which is nothing of the reference
+    assert "validator-decoy-" in text  # it saw the other checkout's folder, and nothing inside it

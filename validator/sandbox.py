@@ -3,9 +3,11 @@
 :func:`enter` runs in a freshly forked worker, before any student code, while
 the process is still root. It moves the process into new mount, network, IPC
 and UTS namespaces, mounts a private size-limited ``/tmp`` holding the scratch
-directory, hides the grader's paths (reference, answer keys, submissions,
-outputs) behind empty read-only mounts, sets resource limits, and finally
-drops to an unprivileged uid with no way back (``no_new_privs``).
+directory, covers every top-level folder that is not the system's (other
+checkouts, homes, ``/srv``, ``/opt``...) with an empty one that holds only the
+Python runtime, hides the grader's own paths (reference, answer keys,
+submissions, outputs) behind empty read-only mounts, sets resource limits, and
+finally drops to an unprivileged uid with no way back (``no_new_privs``).
 
 Each step is used only where this machine allows it (see :func:`capabilities`);
 what was skipped is listed in :attr:`Sandbox.degraded` so reports and docs can
@@ -39,6 +41,9 @@ SCRATCH = "/tmp/work"  # inside the worker's private /tmp
 FIRST_UID = 61000  # worker uids: unused by any account, one per concurrent worker slot
 UID_SLOTS = 4000
 LOCK_DIR = Path(tempfile.gettempdir()) / "validator-uids"
+# Top-level folders a worker keeps as they are; every other one is covered (see _expose).
+SYSTEM_ROOTS = frozenset({"bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "run",
+                          "sbin", "sys", "tmp", "usr", "var"})
 
 
 @dataclass
@@ -194,7 +199,7 @@ def enter(box: Sandbox, *, keep_fds: list[int], scratch: str | None = None) -> t
         _unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS)
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
         if box.uid is not None:
-            _expose(runtime_dirs())
+            _expose(runtime_dirs(), covers=private_roots())
         for path in box.hide:
             _hide(path)
         _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
@@ -236,15 +241,35 @@ def enter(box: Sandbox, *, keep_fds: list[int], scratch: str | None = None) -> t
 
 
 def runtime_dirs() -> list[str]:
-    """Where Python and its packages live: the worker must still import from there after dropping root."""
+    """What the worker may still read after dropping root: Python, its packages, the grader's code.
+
+    The grader's code (``validator/``) is no secret, a handout ships it; the rest of the
+    project (the reference, the key) stays out.
+    """
     from validator.paths import PROJECT_ROOT
 
-    dirs = {sys.base_prefix, sys.prefix, sys.exec_prefix}
+    dirs = {sys.base_prefix, sys.prefix, sys.exec_prefix, str(Path(__file__).resolve().parent)}
     for entry in sys.path:
         if entry and os.path.isdir(entry) and not any(entry.startswith(d + os.sep) for d in dirs):
             if not entry.startswith(str(PROJECT_ROOT) + os.sep) and entry != str(PROJECT_ROOT):
                 dirs.add(entry)
     return sorted(os.path.realpath(d) for d in dirs)
+
+
+def private_roots() -> list[str]:
+    """Top-level folders that are not the operating system's, where copies of a project may lie.
+
+    The hide list covers this grader's own reference and key; a second checkout of the
+    course repository (a teaching assistant's clone, an old term's folder) would still be
+    readable by the worker's uid. Covering every such folder turns the list of what to
+    hide into a list of what to show.
+    """
+    roots = []
+    for name in sorted(os.listdir("/")):
+        path = "/" + name
+        if name not in SYSTEM_ROOTS and not os.path.islink(path) and os.path.isdir(path):
+            roots.append(path)
+    return roots
 
 
 def _first_blocker(path: str) -> str | None:
@@ -260,25 +285,33 @@ def _first_blocker(path: str) -> str | None:
     return None
 
 
-def _expose(paths: list[str]) -> None:
-    """Make ``paths`` reachable by an unprivileged user when a closed folder (like /root) holds them.
+def _expose(paths: list[str], covers: list[str] = ()) -> None:
+    """Cover ``covers`` and every closed folder (like /root) on the way to ``paths``; show ``paths`` again.
 
-    The closed folder is covered by an empty tmpfs (hiding the rest of it) and
-    each path is bind-mounted back, read-only, at its usual place.
+    Each covered folder gets an empty tmpfs (hiding all it held), each of ``paths``
+    under one is bind-mounted back, read-only, at its usual place, and the cover is
+    made read-only last.
     """
-    blocked = [(p, b) for p in paths if (b := _first_blocker(p))]
-    if not blocked:
+    blockers = {b for p in paths if (b := _first_blocker(p))}
+    outer = [c for c in sorted(blockers | set(covers), key=len)
+             if not any(c.startswith(o + os.sep) for o in blockers | set(covers) if o != c)]
+    if not outer:
         return
-    fds = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p, _ in blocked}
+    under = [p for p in paths if any(p == c or p.startswith(c + os.sep) for c in outer)]
+    fds = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p in under if os.path.isdir(p)}
     try:
-        for blocker in sorted({b for _, b in blocked}, key=len):
-            if not any(blocker.startswith(o + os.sep) for o in {b for _, b in blocked} if o != blocker):
-                _mount("tmpfs", blocker, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+        for cover in outer:
+            _mount("tmpfs", cover, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
         for path, fd in fds.items():
             os.makedirs(path, mode=0o755, exist_ok=True)
             _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
             try:
                 _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+            except OSError:
+                pass
+        for cover in outer:
+            try:
+                _mount(None, cover, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
             except OSError:
                 pass
     finally:

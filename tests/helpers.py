@@ -23,6 +23,11 @@ def seeds_for_tests() -> list[int]:
     return [1000 + 7919 * i for i in range(n)]
 
 
+def grading_device() -> str | None:
+    """Where the mutant library's layers run: VALIDATOR_TEST_DEVICE=cuda on a GPU machine, else as graded."""
+    return os.environ.get("VALIDATOR_TEST_DEVICE") or None
+
+
 @lru_cache(maxsize=None)
 def catalogue():
     return load_catalogue(paths.challenges_dir())
@@ -35,7 +40,7 @@ def grade_file(path: str | Path, challenge: str, *, seeds=(0,), profile: str = "
     with Worker(path) as worker:
         for seed in seeds:
             report = grade(path, challenges=[challenge], seed=seed, profile=profile, answers=answers,
-                           checks=checks, worker=worker, catalogue=catalogue())
+                           checks=checks, worker=worker, catalogue=catalogue(), device=grading_device())
             out.append(report.challenges[0])
     return out
 

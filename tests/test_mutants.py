@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import code_checks, describe_failures, expectations, grade_file, seeds_for_tests, variants
+from helpers import (code_checks, describe_failures, expectations, grade_file, seeds_for_tests, grading_device,
+                     variants)
 
 
 @pytest.mark.parametrize("challenge,path", variants("correct"), ids=lambda v: getattr(v, "stem", v))
@@ -23,9 +24,24 @@ def test_correct_variant_gets_full_marks(challenge, path):
 
 @pytest.mark.parametrize("challenge,path", variants("broken"), ids=lambda v: getattr(v, "stem", v))
 def test_broken_variant_is_caught_by_the_named_check(challenge, path):
+    (result,) = grade_file(path, challenge, seeds=[0])
+    assert_caught(path, result)
+
+
+@pytest.mark.parametrize("challenge,path", variants("device_broken"), ids=lambda v: getattr(v, "stem", v))
+def test_device_only_bug_is_caught_on_that_device(challenge, path):
+    """Bugs that only a GPU shows (a tensor made without device=): invisible on the CPU, caught on CUDA."""
+    (result,) = grade_file(path, challenge, seeds=[0])
+    if grading_device() in (None, "cpu"):
+        bad = [c for c in code_checks(result) if c.status not in ("passed", "advisory")]
+        assert not bad, f"{path.name} should pass on the CPU:\n{describe_failures(result)}"
+    else:
+        assert_caught(path, result)
+
+
+def assert_caught(path, result):
     kinds, check_ids = expectations(path)
     assert kinds, f"{path.name} declares no CAUGHT_BY"
-    (result,) = grade_file(path, challenge, seeds=[0])
     failing = [c for c in code_checks(result) if c.status in ("failed", "error", "advisory")]
     caught_kinds = {c.kind for c in failing}
     missing = [k for k in kinds if k not in caught_kinds]

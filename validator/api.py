@@ -29,22 +29,45 @@ def select_challenges(catalogue: dict[str, Challenge], wanted: Sequence[str] | N
     return [catalogue[w] for w in wanted]
 
 
+def check_device(device: str | None) -> None:
+    """A device the student's layers can run on here, or a usage error that says why not."""
+    if device is None:
+        return
+    try:
+        parsed = torch.device(device)
+    except RuntimeError as exc:
+        raise UsageError(f"--device {device!r} is not a torch device: {exc}") from None
+    if parsed.type in ("cpu",):
+        return
+    if parsed.type == "meta":
+        raise UsageError("--device meta cannot be graded: meta tensors hold no values to compare")
+    backend = getattr(torch, parsed.type, None)
+    available = getattr(backend, "is_available", None)
+    if available is None or not available():
+        raise UsageError(f"--device {device}: torch {torch.__version__} sees no {parsed.type} device on this machine")
+    count = getattr(backend, "device_count", lambda: 1)()
+    if parsed.index is not None and parsed.index >= count:
+        raise UsageError(f"--device {device}: this machine has {count} {parsed.type} device(s)")
+
+
 def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, seed: int = 0,
           profile: str = "default", answers: dict[str, dict[str, Any]] | None = None,
           checks: Sequence[str] | None = None, challenges_dir: str | Path | None = None,
           reference_dir: str | Path | None = None, worker: Worker | None = None,
           catalogue: dict[str, Challenge] | None = None, student_arg: str | None = None,
           timeout: float | None = None, on_challenge: Callable[[ChallengeResult], None] | None = None,
-          reference_mode: str = "auto", recorder: Any = None) -> Report:
+          reference_mode: str = "auto", recorder: Any = None, device: str | None = None) -> Report:
     """Grade ``student_file`` on the selected challenges and return the plain-data report.
 
     ``reference_mode``: ``"live"`` runs reference/layers.py, ``"frozen"`` replays the results that
     ``validator regenerate`` froze under challenges/fixtures (a student handout), ``"auto"`` picks
     live when the reference is present. ``recorder`` collects live reference results.
+    ``device`` (e.g. ``"cuda"``) runs the student's layers there; the reference stays on the CPU.
     """
     import time
 
     started = time.perf_counter()
+    check_device(device)
     student_file = Path(student_file)
     own_worker = worker is None
     worker = worker or Worker(student_file)
@@ -78,7 +101,7 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
                                       answers=(answers or {}).get(ch.id, {}),
                                       key=None if key_all is None else key_all.get(ch.id, {}),
                                       only_checks=set(checks) if checks else None, student_arg=student_arg,
-                                      frozen=frozen, recorder=recorder, timeout=timeout)
+                                      frozen=frozen, recorder=recorder, timeout=timeout, device=device)
                 results.append(res)
                 if on_challenge:
                     on_challenge(res)

@@ -26,6 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="cap on each call into your code (default: each check's own, usually 30 s)")
     sb.add_argument("--no-input", dest="interactive", action="store_false", default=None,
                     help="never prompt for missing answers")
+    sb.add_argument("--device", metavar="DEVICE",
+                    help="run your layers on this torch device, e.g. cuda (the reference and the comparisons "
+                         "stay on the CPU; the speed check times the CPU)")
 
     rg = sub.add_parser("regenerate", help="instructor: rebuild the stub, answers template, pages and fixtures "
                                            "from the reference and the specs, then self-check")

@@ -38,7 +38,8 @@ def format_exception(result: dict, entry: str) -> str:
     doing = {"construct": f"{entry}(...) raised", "forward": f"calling {entry} raised",
              "backward": "backward() raised", "load": "loading the weights failed:",
              "lookup": "lookup failed:", "inspect": "inspecting the module raised",
-             "train": "switching train/eval mode raised"}.get(stage, f"{stage} raised")
+             "train": "switching train/eval mode raised",
+             "to_device": "moving the layer with .to(device) raised"}.get(stage, f"{stage} raised")
     text = f"{doing} {info.get('type', 'an exception')}: {info.get('message', '')}".rstrip(": ")
     where = [w for w in info.get("where", []) if w.get("line")]
     if where:
@@ -63,6 +64,8 @@ class Context:
     # Recording: called with (call, result) for every in-process reference call.
     recorder: Any = None
     timeout_cap: float | None = None
+    # Where the student's layer runs (e.g. "cuda"); the reference and every comparison stay on the CPU.
+    device: str | None = None
 
     def _timeout(self, timeout: float) -> float:
         return min(timeout, self.timeout_cap) if self.timeout_cap else timeout
@@ -108,6 +111,8 @@ class Context:
     def for_student(self, call: dict) -> dict:
         """Rename expected parameter names to the student's (matched by name or shape)."""
         mapping = self.param_maps.get(call["entry"]) or {}
+        if self.device is not None and "device" not in call:  # a call may pin its device (timing does)
+            call = dict(call, device=self.device)
         if call.get("state"):
             call = dict(call, state={mapping.get(k, k): v for k, v in call["state"].items()})
         return call

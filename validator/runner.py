@@ -222,9 +222,21 @@ def _load_state(module: nn.Module, state: dict, origin: str | None) -> list[str]
 def execute(namespace: dict, call: dict, origin: str | None = None) -> dict:
     """Run ``call`` against the objects in ``namespace``; never raises for student errors."""
     try:
-        return _execute(namespace, call, origin)
+        result = _execute(namespace, call, origin)
+        return _to_cpu(result) if call.get("device") is not None else result
     except StudentError as err:
         return {"ok": False, "stage": err.stage, "exception": err.info}
+
+
+def _to_cpu(obj: Any) -> Any:
+    """Every tensor of a result on the CPU: the wire format and the comparisons live there."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu() if obj.device.type != "meta" else obj
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_to_cpu(v) for v in obj]
+    return obj
 
 
 def _execute(namespace: dict, call: dict, origin: str | None) -> dict:
@@ -235,6 +247,7 @@ def _execute(namespace: dict, call: dict, origin: str | None) -> dict:
                                       "message": f"layers.py defines no {call['entry']!r}"})
     result: dict[str, Any] = {"ok": True}
     seed = call.get("seed", 0)
+    device = call.get("device")  # run the layer there (moved after loading); results come back on the CPU
     with _default_dtype(call.get("default_dtype")):
         if seed is not None:
             torch.manual_seed(int(seed))
@@ -253,11 +266,13 @@ def _execute(namespace: dict, call: dict, origin: str | None) -> dict:
                 _stage("train", origin, module.train, bool(call["train"]))
         if "construct_only" in want:
             return result
+        if module is not None and device is not None:
+            _stage("to_device", origin, module.to, device)
         inputs = []
         for item in call.get("inputs", []):
             value = item["value"]
             if isinstance(value, torch.Tensor):
-                value = value.clone()
+                value = value.clone() if device is None else value.to(device)
                 if item.get("requires_grad"):
                     value.requires_grad_(True)
             inputs.append(value)
@@ -283,6 +298,12 @@ def _execute(namespace: dict, call: dict, origin: str | None) -> dict:
                     raise StudentError("forward", {
                         "type": "TypeError", "mro": ["TypeError"],
                         "message": f"returned a {type(output).__name__}, expected a torch.Tensor"})
+                placed = module is not None or any(isinstance(v, torch.Tensor) for v in inputs)
+                if device is not None and placed and output.device.type != torch.device(device).type:
+                    raise StudentError("forward", {
+                        "type": "RuntimeError", "mro": ["RuntimeError"],
+                        "message": f"returned a tensor on {output.device}, but the layer and its inputs are on "
+                                   f"{device}: create new tensors on the input's device (device=x.device)"})
                 grad_output = call.get("grad_output")
                 if grad_output is not None and output.requires_grad:
                     if module is not None:

@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence, TextIO
 import yaml
 
 from validator import paths
-from validator.api import UsageError, grade, handout_seeds, select_challenges
+from validator.api import UsageError, check_device, grade, handout_seeds, select_challenges
 from validator.profiles import profile_name
 from validator.questions import AnswersError, ask, is_missing, load_answers
 from validator.results import Report
@@ -54,7 +54,8 @@ def submit_build(*, challenges: Sequence[str] | None = None, student: str | None
                  answers: str | None = None, json_path: str | None = None, seed: int | None = None,
                  checks: Sequence[str] | None = None, profile: str | None = None,
                  interactive: bool | None = None, timeout: float | None = None, challenges_dir: str | None = None,
-                 reference_dir: str | None = None, console=None) -> tuple[int, Report | None]:
+                 reference_dir: str | None = None, device: str | None = None,
+                 console=None) -> tuple[int, Report | None]:
     """Grade and report; returns (exit status, report)."""
     from rich.console import Console
 
@@ -63,6 +64,7 @@ def submit_build(*, challenges: Sequence[str] | None = None, student: str | None
 
     console = console or make_console()
     started = time.perf_counter()
+    check_device(device)
     student_file = paths.student_file(student)
     if not student_file.exists():
         raise UsageError(f"no student file at {student_file} (pass --student PATH to a layers.py or its folder)")
@@ -86,10 +88,10 @@ def submit_build(*, challenges: Sequence[str] | None = None, student: str | None
                                                    else random.SystemRandom().randrange(2**31))
         prof = profile_name(profile)
         terminal.render_header(console, seed=run_seed, profile=prof, student=str(student_file),
-                               challenges=[c.id for c in selected] if challenges else [])
+                               challenges=[c.id for c in selected] if challenges else [], device=device)
         report = grade(student_file, challenges=[c.id for c in selected], seed=run_seed, profile=prof,
                        answers=given, checks=checks, reference_dir=reference_dir, worker=worker,
-                       catalogue=catalogue, student_arg=student, timeout=timeout,
+                       catalogue=catalogue, student_arg=student, timeout=timeout, device=device,
                        on_challenge=lambda res: terminal.render_challenge(console, res))
         report.duration_s = time.perf_counter() - started
         terminal.render_summary(console, report)

@@ -118,6 +118,7 @@ def time_ratio(ctx: Context, check: CheckSpec, p: TimeParams) -> str:
     """
     call = _call(ctx, check, p.case, repeat=p.repeat)
     call["want"] = []
+    call["device"] = None  # timed on the CPU, like the reference it is compared with
     run_student(ctx, check, dict(call, repeat=1))  # warm-up
     student_best = float("inf")
     for _ in range(p.tries):

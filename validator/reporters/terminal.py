@@ -16,10 +16,13 @@ def _points(score: float, max_score: float) -> str:
     return f"{score:g}/{max_score:g}"
 
 
-def render_header(console: Console, *, seed: int, profile: str, student: str, challenges: list[str]) -> None:
-    console.print(f"[bold]submit-build[/] · student {escape(student)} · profile {profile} · seed {seed}")
-    console.print(f"  reproduce this run: [cyan]validator submit-build --seed {seed}[/]"
-                  + "".join(f" --challenge {c}" for c in challenges))
+def render_header(console: Console, *, seed: int, profile: str, student: str, challenges: list[str],
+                  device: str | None = None) -> None:
+    console.print(f"[bold]submit-build[/] · student {escape(student)} · profile {profile} · seed {seed}"
+                  + (f" · your layers on {escape(device)}" if device else ""))
+    console.print(f"  reproduce this run: [cyan]validator submit-build --seed {seed}"
+                  + "".join(f" --challenge {c}" for c in challenges) + (f" --device {escape(device)}" if device else "")
+                  + "[/]")
 
 
 def render_challenge(console: Console, result: ChallengeResult) -> None:

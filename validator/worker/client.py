@@ -33,7 +33,7 @@ class WorkerFailure(Exception):
 
     def __init__(self, reason: str, message: str):
         super().__init__(message)
-        self.reason = reason  # "timeout" | "crash" | "protocol"
+        self.reason = reason  # "timeout" | "crash" | "protocol" | "device"
 
 
 class Worker:
@@ -99,7 +99,7 @@ class Worker:
         assert self.req_fd is not None and self.reader is not None
         try:
             write_message(self.req_fd, message)
-            return self.reader.read(deadline=time.monotonic() + timeout)
+            reply = self.reader.read(deadline=time.monotonic() + timeout)
         except ChannelTimeout:
             self.kill()
             raise WorkerFailure("timeout", f"no answer after {timeout:g} s while {doing}: "
@@ -111,6 +111,11 @@ class Worker:
         except ProtocolError as exc:
             self.kill()
             raise WorkerFailure("protocol", f"the worker sent a malformed reply while {doing}: {exc}") from None
+        if isinstance(reply, dict) and reply.get("restart"):
+            # The device is unusable in that process: stop this check (a later one starts afresh).
+            self.kill()
+            raise WorkerFailure("device", f"your code broke the device while {doing}: {_first_exception(reply)}")
+        return reply
 
     def describe_exit(self, code: int | None) -> str:
         return _describe_exit(code)
@@ -162,6 +167,14 @@ class Worker:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _first_exception(reply: dict) -> str:
+    for item in [reply, *(reply.get("results") or [])]:
+        info = item.get("exception") if isinstance(item, dict) else None
+        if info:
+            return f"{info.get('type', 'an exception')}: {info.get('message', '')}"
+    return "an accelerator error"
 
 
 def _describe_exit(code: int | None) -> str:

@@ -92,6 +92,8 @@ def serve(req_fd: int, resp_fd: int) -> None:
             reply = {"ok": False, "stage": "worker", "exception": exception_info(exc, origin)}
         if memory_mb:
             _note_memory_limit(reply, memory_mb)
+        if _device_broken(reply):
+            reply["restart"] = True  # the client replaces this process: the device is unusable now
         try:
             write_message(resp_fd, reply)
         except BaseException as exc:  # noqa: BLE001 - e.g. an output that cannot be encoded
@@ -118,6 +120,32 @@ def _note_memory_limit(obj, memory_mb: int) -> None:
     for key in ("results",):
         if isinstance(obj.get(key), list):
             _note_memory_limit(obj[key], memory_mb)
+
+
+_STICKY_DEVICE_WORDS = ("device-side assert", "CUDA error", "illegal memory access")
+DEVICE_SIDE_HINT = ("on a GPU an out-of-range index is a device-side assert (no IndexError), and it leaves "
+                    "the device unusable: check the range yourself and raise IndexError before indexing")
+
+
+def _device_broken(obj) -> bool:
+    """Whether a reply reports an accelerator error after which this process cannot compute any more.
+
+    A device-side assert (an out-of-range index on CUDA) poisons the CUDA context for good;
+    every later call would fail with the same error, so one bug would cost every check. The
+    message gets a hint, and the reply asks for a fresh process.
+    """
+    found = False
+    if isinstance(obj, dict):
+        info = obj.get("exception")
+        if isinstance(info, dict) and ("AcceleratorError" in info.get("mro", []) or any(
+                w in str(info.get("message", "")) for w in _STICKY_DEVICE_WORDS)):
+            if "device-side assert" in str(info.get("message", "")) and DEVICE_SIDE_HINT not in info["message"]:
+                info["message"] = f"{info['message'].splitlines()[0]} ({DEVICE_SIDE_HINT})"
+            found = True
+        for key in ("results",):
+            for item in obj.get(key) or []:
+                found = _device_broken(item) or found
+    return found
 
 
 def skip_absent_device_seeding() -> None:

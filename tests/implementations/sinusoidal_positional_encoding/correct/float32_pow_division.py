@@ -28,5 +28,5 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def forward(self, x):
         n = x.shape[-2]
-        table = self.table if n <= self.table.shape[0] else sinusoidal_positional_encoding(n, self.d, self.base).float()
+        table = self.table if n <= self.table.shape[0] else sinusoidal_positional_encoding(n, self.d, self.base).to(x.device, torch.float32)
         return x + table[:n]

@@ -1,5 +1,12 @@
 """A tiny hand-written head module that holds the shared Parameter and computes `x @ weight.T`; negative IDs wrap (only the advisory check notices)."""
 
+# On a GPU this breaks the contract: CUDA indexing has no IndexError for IDs >= num_embeddings,
+# only a device-side assert that leaves the device unusable, so the range must be checked explicitly.
+# Full marks on the CPU; caught by id_too_large_raises with --device cuda.
+
+CAUGHT_BY = ["ids"]
+CAUGHT_BY_CHECKS = ["id_too_large_raises"]
+
 import torch
 from torch import nn
 

@@ -1,5 +1,12 @@
 """Backward sums per distinct ID first (`torch.unique(return_inverse=True)` + `index_add_` into a compact buffer), then writes those rows into the zero matrix; negative IDs wrap in forward (advisory only)."""
 
+# On a GPU this breaks the contract: CUDA indexing has no IndexError for IDs >= num_embeddings,
+# only a device-side assert that leaves the device unusable, so the range must be checked explicitly.
+# Full marks on the CPU; caught by id_too_large_raises with --device cuda.
+
+CAUGHT_BY = ["ids"]
+CAUGHT_BY_CHECKS = ["id_too_large_raises"]
+
 import torch
 
 

@@ -5,6 +5,13 @@ only costs the advisory negative-ID check; IDs >= num_embeddings still raise
 IndexError because tensor indexing itself refuses them.
 """
 
+# On a GPU this breaks the contract: CUDA indexing has no IndexError for IDs >= num_embeddings,
+# only a device-side assert that leaves the device unusable, so the range must be checked explicitly.
+# Full marks on the CPU; caught by id_too_large_raises with --device cuda.
+
+CAUGHT_BY = ["ids"]
+CAUGHT_BY_CHECKS = ["id_too_large_raises"]
+
 import torch
 from torch import nn
 

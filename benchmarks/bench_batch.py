@@ -7,7 +7,8 @@ itself; broken ones are the reference with one challenge's entry replaced by a
 mutant from tests/implementations/*/broken/; hostile ones are the reference
 with a red-team attack from tests/redteam/ appended (hangs, bombs, crashes,
 forgeries). The mix is fixed by a seed, so runs compare. Prints submissions
-per minute and where the time went; the target on a 2-core machine is 100
+per minute, where the time went, and the wall time per submission as a ratio to
+one correct submission graded alone (one worker) in the same run; the target on a 2-core machine is 100
 submissions in under 5 minutes.
 """
 
@@ -71,6 +72,16 @@ def main() -> None:
            str(args.workers), "--timeout", str(args.timeout), "--profile", args.profile]
     for c in args.challenges or []:
         cmd += ["--challenge", c]
+    # Baseline, same run and machine: one correct submission graded alone, one worker, same
+    # settings; the batch's wall time per submission is reported as a ratio to it.
+    import shutil
+
+    first_correct = next(name for name, kind in kinds.items() if kind == "correct")
+    shutil.copytree(subs / first_correct, base / "single" / first_correct)
+    single = cmd[:4] + [str(base / "single"), "--out", str(base / "single-out"), "--workers", "1"] + cmd[9:]
+    started = time.perf_counter()
+    subprocess.run(single, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    baseline = time.perf_counter() - started
     started = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True)
     elapsed = time.perf_counter() - started
@@ -88,6 +99,8 @@ def main() -> None:
           f"profile {args.profile}, timeout {args.timeout:g} s")
     print(f"wall time {elapsed:7.1f} s  ->  {args.count / elapsed * 60:6.1f} submissions/minute "
           f"(target: 100 in 300 s = 20/min)")
+    print(f"baseline: one correct submission graded alone {baseline:6.1f} s; batch wall time per submission "
+          f"{elapsed / args.count:5.2f} s ({elapsed / args.count / baseline:4.2f}x the baseline)")
     for kind, times in sorted(per_kind.items()):
         print(f"  {kind:8s} {len(times):4d}  mean {sum(times) / len(times):5.1f} s  max {max(times):5.1f} s  "
               f"mean score {100 * sum(scores[kind]) / len(scores[kind]):5.1f}%")

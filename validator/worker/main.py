@@ -142,9 +142,8 @@ def _device_broken(obj) -> bool:
             if "device-side assert" in str(info.get("message", "")) and DEVICE_SIDE_HINT not in info["message"]:
                 info["message"] = f"{info['message'].splitlines()[0]} ({DEVICE_SIDE_HINT})"
             found = True
-        for key in ("results",):
-            for item in obj.get(key) or []:
-                found = _device_broken(item) or found
+        for item in obj.get("results") or []:  # execute_many: one reply per call
+            found = _device_broken(item) or found
     return found
 
 

@@ -1,0 +1,60 @@
+"""`pytest --validator` gives the verdicts of `submit-build`, item for item."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from helpers import IMPLEMENTATIONS, ROOT, catalogue
+from validator.api import grade
+
+MUTANT = IMPLEMENTATIONS / "token_embedding" / "broken" / "ids_clamped.py"
+
+
+def run_plugin(tmp_path: Path, student: Path, *extra: str) -> dict[str, str]:
+    """Run pytest with the plugin in a fresh process; return {check id: outcome} from its JUnit XML."""
+    xml = tmp_path / "junit.xml"
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--validator", "--validator-student",
+           str(student), "--validator-challenge", "token_embedding", "--validator-seed", "5",
+           "--validator-profile", "quick", f"--junitxml={xml}", "-q", "-o", "addopts=", *extra]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
+    outcomes = {}
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        check = case.get("name").split("::")[-1]
+        if case.find("failure") is not None or case.find("error") is not None:
+            outcomes[check] = "failed"
+        elif case.find("skipped") is not None:
+            outcomes[check] = "skipped"
+        else:
+            outcomes[check] = "passed"
+    return outcomes, proc.stdout
+
+
+def expected(student: Path, checks: list[str] | None = None) -> dict[str, str]:
+    report = grade(student, challenges=["token_embedding"], seed=5, profile="quick", checks=checks,
+                   catalogue=catalogue())
+    folded = {"error": "failed", "advisory": "passed"}
+    return {c.id: folded.get(c.status, c.status) for c in report.challenges[0].checks}
+
+
+def test_selected_items_match_submit_build(tmp_path):
+    """-k selects items; the selected checks get submit-build's verdicts and the same reproduce line."""
+    chosen = ["matches_reference", "id_too_large_raises", "signature", "negative_id_flagged"]
+    got, out = run_plugin(tmp_path, MUTANT, "-k", " or ".join(chosen))
+    assert got == expected(MUTANT, chosen)
+    assert got["id_too_large_raises"] == "failed" and got["matches_reference"] == "passed"
+    assert "validator submit-build --challenge token_embedding --check id_too_large_raises --seed 5" in out
+    assert "seed 5" in out
+
+
+@pytest.mark.thorough
+@pytest.mark.parametrize("student", [ROOT / "reference" / "layers.py", MUTANT], ids=["reference", "mutant"])
+def test_every_item_matches_submit_build(tmp_path, student):
+    got, _ = run_plugin(tmp_path, student, "-n", "2")
+    want = expected(student)
+    assert got == want

@@ -1,0 +1,204 @@
+"""A pytest plugin: the checks of `validator submit-build` as pytest test items.
+
+`pytest --validator` (or ``validator = true`` under ``[tool.pytest.ini_options]``)
+collects one item per check and per question of every selected challenge, named
+``<layers.py>::<challenge>::<check>``. Verdicts, seeds and reproduce lines are
+those of `submit-build`: items are graded through the same Python API, one
+grading run per challenge per process, restricted to the items that survive
+``-k`` / ``-m`` selection (plus the checks they ``require``). With ``-n``
+(pytest-xdist) every worker uses the seed the controller drew, so verdicts do
+not depend on how items were distributed.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_SEED_KEY = "validator_seed"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("validator", "grade LLM-layer challenges as test items")
+    group.addoption("--validator", action="store_true", default=None,
+                    help="collect the checks of every challenge as test items")
+    group.addoption("--validator-student", metavar="PATH",
+                    help="a layers.py or a folder holding one (default: as submit-build: ./student)")
+    group.addoption("--validator-challenge", action="append", metavar="ID", dest="validator_challenges",
+                    help="only this challenge (repeatable; default: all)")
+    group.addoption("--validator-seed", type=int, metavar="N", help="replay a run: the seed in the header")
+    group.addoption("--validator-profile", choices=["quick", "default", "ci"],
+                    help="hypothesis effort (default: 'ci' when $CI is set, else 'default')")
+    group.addoption("--validator-answers", metavar="PATH", help="answers YAML (default: beside layers.py)")
+    parser.addini("validator", type="bool", default=False, help="collect the validator's checks as test items")
+    parser.addini("validator_student", default="", help="default for --validator-student")
+
+
+def _enabled(config: pytest.Config) -> bool:
+    flag = config.getoption("--validator")
+    return bool(flag if flag is not None else config.getini("validator"))
+
+
+class _Run:
+    """What one pytest process needs to grade: options resolved once, reports cached per challenge."""
+
+    def __init__(self, config: pytest.Config):
+        from validator import paths
+        from validator.profiles import profile_name
+
+        arg = config.getoption("--validator-student") or config.getini("validator_student") or None
+        self.student_arg = arg
+        self.student_file = paths.student_file(arg)
+        self.profile = profile_name(config.getoption("--validator-profile"))
+        self.challenges = config.getoption("validator_challenges")
+        self.answers_arg = config.getoption("--validator-answers")
+        self.seed = _seed(config)
+        self.selected: dict[str, set[str]] = {}
+        self.reports: dict[str, Any] = {}
+
+    def catalogue(self):
+        from validator import paths
+        from validator.api import select_challenges
+        from validator.spec import load_catalogue
+
+        return select_challenges(load_catalogue(paths.challenges_dir()), self.challenges)
+
+    def result(self, challenge_id: str, check_id: str):
+        """The check's result, grading its challenge (selected checks only) the first time it is asked."""
+        if challenge_id not in self.reports:
+            from validator.api import grade
+            from validator.questions import load_answers
+
+            answers_path = Path(self.answers_arg) if self.answers_arg else self.student_file.parent / "answers.yaml"
+            report = grade(self.student_file, challenges=[challenge_id], seed=self.seed, profile=self.profile,
+                           answers=load_answers(answers_path), checks=sorted(self.selected.get(challenge_id, ()))
+                           or None, student_arg=self.student_arg)
+            self.reports[challenge_id] = report.challenges[0]
+        result = self.reports[challenge_id]
+        for check in result.checks:
+            if check.id == check_id:
+                return result, check
+        return result, None
+
+
+def _seed(config: pytest.Config) -> int:
+    given = config.getoption("--validator-seed")
+    if given is not None:
+        return given
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput and _SEED_KEY in workerinput:
+        return int(workerinput[_SEED_KEY])
+    return random.SystemRandom().randrange(2**31)
+
+
+_RUN = pytest.StashKey[_Run]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "validator_check(kind): a check of the LLM-layer validator, by kind")
+    if _enabled(config):
+        config.stash[_RUN] = _Run(config)
+
+
+def pytest_configure_node(node) -> None:  # pytest-xdist: every worker grades with the controller's seed
+    run = node.config.stash.get(_RUN, None)
+    if run is not None:
+        node.workerinput[_SEED_KEY] = run.seed
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    run = config.stash.get(_RUN, None)
+    if run is None:
+        return None
+    return [f"validator: {run.student_file} · seed {run.seed} · profile {run.profile} "
+            f"(replay with --validator-seed {run.seed})"]
+
+
+class ValidatorFailure(Exception):
+    """A check that failed or errored: its message and reproduce line are the report's."""
+
+
+class CheckItem(pytest.Item):
+    def __init__(self, *, challenge: str, check: str, kind: str, title: str, **kwargs):
+        super().__init__(**kwargs)
+        self.challenge, self.check, self.kind, self.title = challenge, check, kind, title
+        self.add_marker(pytest.mark.validator_check(kind))
+
+    def runtest(self) -> None:
+        run = self.config.stash[_RUN]
+        challenge, result = run.result(self.challenge, self.check)
+        if result is None:
+            if challenge.problem:
+                raise ValidatorFailure(challenge.problem)
+            pytest.skip("not graded in this run")
+        self.user_properties.append(("score", f"{result.score:g}/{result.max_score:g}"))
+        if result.status in ("failed", "error"):
+            text = f"{result.status.upper()} {result.id} ({result.kind}): {result.title}\n{result.message}"
+            if result.reproduce:
+                text += f"\nreproduce: {result.reproduce}"
+            raise ValidatorFailure(text)
+        if result.status == "skipped":
+            pytest.skip(result.message or "skipped")
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, ValidatorFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        return self.path, None, f"{self.challenge}::{self.check}"
+
+
+class LayersFile(pytest.File):
+    """The student's layers.py as a collector of check items."""
+
+    def collect(self):
+        run = self.config.stash[_RUN]
+        for challenge in run.catalogue():
+            for check in challenge.checks:
+                yield CheckItem.from_parent(self, name=f"{challenge.id}::{check.id}", challenge=challenge.id,
+                                            check=check.id, kind=check.kind, title=check.title)
+            for question in challenge.questions:
+                yield CheckItem.from_parent(self, name=f"{challenge.id}::question_{question.id}",
+                                            challenge=challenge.id, check=f"question_{question.id}",
+                                            kind="question", title=question.prompt.strip().splitlines()[0])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
+    """Add the check items before -k/-m deselection sees the list (tryfirst)."""
+    run = config.stash.get(_RUN, None)
+    if run is None:
+        return
+    if not run.student_file.is_file():
+        raise pytest.UsageError(f"--validator: no student file at {run.student_file} "
+                                "(pass --validator-student PATH to a layers.py or its folder)")
+    collector = LayersFile.from_parent(session, path=run.student_file.resolve())
+    items.extend(collector.collect())
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Remember which checks survived selection, so each challenge grades only those (and their requirements)."""
+    run = session.config.stash.get(_RUN, None)
+    if run is None:
+        return
+    specs = {c.id: c for c in run.catalogue()}
+    for item in session.items:
+        if isinstance(item, CheckItem):
+            wanted = run.selected.setdefault(item.challenge, set())
+            wanted.add(item.check)
+    for challenge_id, wanted in run.selected.items():
+        checks = {c.id: c for c in specs[challenge_id].checks}
+        stack = [c for c in wanted if c in checks]
+        while stack:
+            for req in checks[stack.pop()].requires:
+                if req not in wanted:
+                    wanted.add(req)
+                    stack.append(req)
+        questions = {f"question_{q.id}" for q in specs[challenge_id].questions}
+        if wanted & questions or set(checks) <= wanted:
+            run.selected[challenge_id] = set()  # grade as submit-build does: questions are graded with all checks

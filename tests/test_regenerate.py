@@ -346,7 +346,70 @@ def test_prose_changes_restale_the_page_and_graded_changes_the_fixture(mini, tmp
     reference.write_text(reference.read_text().replace("    return torch.add(", "    # a comment\n    return torch.add("))
     assert stale() == ([], [])  # a comment in the reference changes nothing
     reference.write_text(reference.read_text().replace("torch.mul(x, 3.0)", "torch.mul(3.0, x)"))
-    assert stale() == ([], ["scaling", "shifting"])
+    assert stale() == ([], ["scaling"])  # only the challenge whose reference entry changed
+    reference.write_text(reference.read_text() + "\n\nclass Unrelated(torch.nn.Module):\n    pass\n")
+    assert stale()[1] == ["scaling"]  # a class no spec uses restales nothing more
+
+
+NEG_REFERENCE = textwrap.dedent('''\
+
+
+    def negated(x: Float[Tensor, "..."]) -> Float[Tensor, "..."]:
+        """Return ``-x``."""
+        # BEGIN SOLUTION
+        return torch.neg(x)
+        # END SOLUTION
+    ''')
+NEG_SPEC = MINI_SHIFT_SPEC.replace("id: shifting", "id: negating").replace("title: Shifting", "title: Negating") \
+    .replace("summary: Add a learned bias.", "summary: Negate.").split("entries:")[0] + textwrap.dedent('''\
+    entries:
+      negated:
+        kind: function
+        call: [x]
+    inputs:
+      x: {type: float, shape: ["..."], dtype: float64}
+    checks:
+      - id: values
+        kind: values
+        test: values
+        points: 1
+        title: "-x"
+    ''')
+
+
+def test_adding_a_challenge_records_only_its_fixture(mini, tmp_path):
+    """The authoring loop: a new reference entry and spec re-record one fixture, not the catalogue's."""
+    import shutil
+
+    shutil.copytree(mini["student"].parent, tmp_path, dirs_exist_ok=True)
+    dirs = {k: tmp_path / k for k in ("reference", "challenges", "student")}
+    fixtures = dirs["challenges"] / "fixtures"
+    before = {p.name: p.read_bytes() for p in fixtures.glob("*.frozen")}
+    (dirs["reference"] / "layers.py").write_text((dirs["reference"] / "layers.py").read_text() + NEG_REFERENCE)
+    (dirs["challenges"] / "negating.yaml").write_text(NEG_SPEC)
+    code, text = run_regenerate(dirs, challenges=["negating"])
+    assert code == 0, text
+    after = {p.name: p.read_bytes() for p in fixtures.glob("*.frozen")}
+    changed = sorted(n for n in after if before.get(n) != after[n])
+    assert changed == ["negating.frozen"], text
+    assert "checked negating live: ok" in text
+    code, text = run_regenerate(dirs, check=True, self_check=False)
+    assert code == 0, text  # the other challenges' fixtures are still fresh
+
+
+def test_a_wrong_new_reference_fails_fast_and_records_nothing(mini, tmp_path):
+    import shutil
+
+    shutil.copytree(mini["student"].parent, tmp_path, dirs_exist_ok=True)
+    dirs = {k: tmp_path / k for k in ("reference", "challenges", "student")}
+    (dirs["reference"] / "layers.py").write_text((dirs["reference"] / "layers.py").read_text()
+                                                 + NEG_REFERENCE.replace("return torch.neg(x)", "assert x.dim() < 2, 'a reference bug'\n    return torch.neg(x)"))
+    (dirs["challenges"] / "negating.yaml").write_text(NEG_SPEC)
+    code, text = run_regenerate(dirs, challenges=["negating"])
+    assert code == 1 and "checked negating live: FAILED" in text, text
+    assert "nothing was recorded" in text and "values error" in text, text
+    assert not (dirs["challenges"] / "fixtures" / "negating.frozen").exists()
+    assert "self-check" not in text  # stopped before recording and self-checking
 
 
 def test_spec_mistake_is_reported_with_file_and_line(tmp_path):

@@ -317,9 +317,54 @@ def _code_digest(path: Path) -> bytes:
         return text.encode()
 
 
+def _defined_names(node: Any) -> set[str]:
+    import ast
+
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in node.names}
+    targets = node.targets if isinstance(node, ast.Assign) else \
+        [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def reference_digest(reference_file: Path, names: Iterable[str]) -> bytes:
+    """The part of the reference that ``names`` depend on: their definitions and, transitively, every
+    module-level statement defining a name they use (helpers, constants, imports). Another class
+    added to or edited in the reference leaves this unchanged, so its fixture stays fresh.
+
+    Module-level statements that define nothing (a bare call, an ``if`` block) may affect anything
+    and are always included. A file that does not parse falls back to its whole text.
+    """
+    import ast
+
+    text = Path(reference_file).read_text(encoding="utf-8")
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text.encode()
+    defines = [_defined_names(node) for node in tree.body]
+    docstring = (lambda node: isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                 and isinstance(node.value.value, str))
+    keep = [not d and not docstring(node) for node, d in zip(tree.body, defines)]
+    wanted, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name in wanted:
+            continue
+        wanted.add(name)
+        for i, node in enumerate(tree.body):
+            if name in defines[i] and not keep[i]:
+                keep[i] = True
+                todo += [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]
+    return "\n".join(ast.dump(node) for node, k in zip(tree.body, keep) if k).encode()
+
+
 def fingerprint(challenge: Any, *, reference_file: Path) -> str:
-    """What the frozen results depend on: the graded part of the spec (after `extends`), the reference's
-    code, the grader's call builders and the recording plan; not titles, prose, points or comments."""
+    """What the frozen results depend on: the graded part of the spec (after `extends`), the reference
+    entries this challenge uses (see :func:`reference_digest`), the grader's call builders and the
+    recording plan; not titles, prose, points or comments, and not other challenges' reference code."""
     import validator
 
     root = Path(validator.__file__).parent
@@ -331,6 +376,7 @@ def fingerprint(challenge: Any, *, reference_file: Path) -> str:
             check.pop(key, None)
     h = hashlib.sha256(f"{FORMAT}|{list(RECORD_SEEDS)}|{list(RECORD_PROFILES)}|".encode())
     h.update(json.dumps(spec, sort_keys=True, default=str).encode())
-    for path in [Path(reference_file)] + sorted(p for pattern in _GRADER_SOURCES for p in root.glob(pattern)):
+    h.update(b"reference\0" + reference_digest(reference_file, challenge.entries) + b"\0")
+    for path in sorted(p for pattern in _GRADER_SOURCES for p in root.glob(pattern)):
         h.update(path.name.encode() + b"\0" + _code_digest(path) + b"\0")
     return h.hexdigest()[:16]

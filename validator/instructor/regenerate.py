@@ -19,7 +19,7 @@ from typing import Sequence
 from validator import paths
 from validator.instructor import docs, stubgen
 from validator.instructor.fixtures import FixtureFile, fingerprint, fixture_path, versions
-from validator.instructor.selfcheck import check_challenge, key_answers, record
+from validator.instructor.selfcheck import check_challenge, key_answers, live_shortfall, record
 from validator.questions import load_key
 from validator.spec import Challenge, SpecError, load_catalogue
 
@@ -139,6 +139,20 @@ def regenerate(*, check: bool = False, challenges: Sequence[str] | None = None, 
         for path in todo.orphans:
             path.unlink()
             say(f"removed {_rel(path)} (no such challenge)")
+        for cid in to_record:  # fail fast: a reference that loses points live is never recorded
+            t0 = time.perf_counter()
+            answers, _ = key_answers(key, catalogue[cid])
+            lost = live_shortfall(catalogue[cid], catalogue=catalogue, reference_file=reference_file,
+                                  answers=answers)
+            say(f"checked {cid} live: {'ok' if not lost else 'FAILED'} ({time.perf_counter() - t0:.1f} s)")
+            if lost:
+                problems.append(f"{cid}: the reference with the key does not score full marks, so nothing was "
+                                "recorded: " + "; ".join(lost))
+        if problems:
+            for msg in problems:
+                say(f"problem: {msg}")
+            say(f"regenerate stopped after {time.perf_counter() - started:.1f} s: fix the problems above first")
+            return EXIT_PROBLEMS
         for cid, why in to_record.items():
             t0 = time.perf_counter()
             answers, _ = key_answers(key, catalogue[cid])

@@ -47,6 +47,15 @@ def shortfall(result: ChallengeResult, *, allow_skipped: bool = False) -> list[s
     return out
 
 
+def live_shortfall(challenge: Challenge, *, catalogue: dict[str, Challenge], reference_file: Path,
+                   answers: dict[str, Any], seed: int = RECORD_SEEDS[0], profile: str = "quick") -> list[str]:
+    """The quick first look before anything is recorded: what the reference with the key loses, live."""
+    report = grade(reference_file, challenges=[challenge.id], seed=seed, profile=profile,
+                   answers={challenge.id: answers}, catalogue=catalogue, reference_dir=reference_file.parent,
+                   reference_mode="live")
+    return shortfall(report.challenges[0])
+
+
 def record(challenge: Challenge, *, catalogue: dict[str, Challenge], reference_file: Path,
            answers: dict[str, Any], seeds=RECORD_SEEDS, profiles=RECORD_PROFILES) -> tuple[FixtureFile, list[str]]:
     """Grade the reference as the student for every seed and profile, recording its results.

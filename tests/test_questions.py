@@ -24,7 +24,8 @@ def test_numeric_with_tolerance_and_separators():
     assert grade_question(NUMERIC, "38,597,376", key).status == "passed"
     assert grade_question(NUMERIC, 38.6e6, key).status == "passed"
     assert grade_question(NUMERIC, 36e6, key).status == "failed"
-    assert "not a number" in grade_question(NUMERIC, "lots", key).message
+    assert "not a plain number" in grade_question(NUMERIC, "lots", key).message
+    assert "not a plain number" in grade_question(NUMERIC, "500 MiB", key).message
 
 
 def test_unanswered_and_handout():
@@ -47,9 +48,43 @@ def test_answers_file_errors_name_the_line(tmp_path):
 def test_interactive_prompt_saves_answers(tmp_path):
     from pathlib import Path
     ch = load_challenge(Path(__file__).resolve().parents[1] / "challenges" / "token_embedding.yaml")
-    replies = iter(["b"] * 50)
+    replies = iter(["b" if q.type == "choice" else "12" for q in ch.questions])
     path = tmp_path / "answers.yaml"
     answers = {}
     asked = ask_missing([ch], answers, path, read=lambda _: next(replies), out=io.StringIO())
     assert asked == len(ch.questions)
-    assert load_answers(path)[ch.id] == {q.id: "b" for q in ch.questions}
+    assert load_answers(path)[ch.id] == {q.id: "b" if q.type == "choice" else "12" for q in ch.questions}
+
+
+def test_prompt_refuses_a_malformed_answer_and_asks_again():
+    from validator.questions import ask
+    from validator.spec.schema import Challenge
+
+    ch = Challenge.model_construct(id="c", questions=[NUMERIC, CHOICE])
+    replies, out = iter(["500 MiB", "500"]), io.StringIO()
+    assert ask(ch, NUMERIC, read=lambda _: next(replies), out=out) == "500"
+    assert "not saved: '500 MiB' is not a plain number" in out.getvalue()
+    replies, out = iter(["e", "B)"]), io.StringIO()
+    assert ask(ch, CHOICE, read=lambda _: next(replies), out=out) == "b"
+    assert "not saved: 'e' is not one of the choices a, b" in out.getvalue()
+    assert ask(ch, CHOICE, read=lambda _: "", out=io.StringIO()) is None  # Enter skips
+
+
+def test_formats_are_checked_without_the_key():
+    from validator.questions import answer_formats
+    from validator.spec.schema import Challenge
+
+    ch = Challenge.model_construct(id="c", questions=[NUMERIC, CHOICE])
+    assert answer_formats(ch, {"n": "1,024", "q": "e"}) == [
+        ("n", "valid", None), ("q", "invalid", "'e' is not one of the choices a, b: give the letter only")]
+    assert answer_formats(ch, {})[0] == ("n", "missing", "not answered")
+    handout = grade_question(NUMERIC, "500 MiB", None)
+    assert handout.status == "skipped" and "would score 0" in handout.message and "plain number" in handout.message
+    assert "format valid" in grade_question(NUMERIC, "500", None).message
+
+
+def test_explanation_only_after_a_graded_answer():
+    key = {"answer": "b", "explanation": "because"}
+    assert grade_question(CHOICE, None, key).explanation is None
+    assert grade_question(CHOICE, "z", key).explanation is None
+    assert grade_question(CHOICE, "a", key).explanation == "because"

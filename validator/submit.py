@@ -13,7 +13,7 @@ import yaml
 from validator import paths
 from validator.api import UsageError, check_device, grade, handout_seeds, select_challenges
 from validator.profiles import profile_name
-from validator.questions import AnswersError, ask, is_missing, load_answers
+from validator.questions import AnswersError, answer_formats, ask, is_missing, load_answers
 from validator.results import Report
 from validator.spec import Challenge, SpecError, load_catalogue
 from validator.worker.client import Worker
@@ -89,6 +89,8 @@ def submit_build(*, challenges: Sequence[str] | None = None, student: str | None
         prof = profile_name(profile)
         terminal.render_header(console, seed=run_seed, profile=prof, student=str(student_file),
                                challenges=[c.id for c in selected] if challenges else [], device=device)
+        if not checks:
+            terminal.render_answer_formats(console, {c.id: answer_formats(c, given.get(c.id, {})) for c in selected})
         report = grade(student_file, challenges=[c.id for c in selected], seed=run_seed, profile=prof,
                        answers=given, checks=checks, reference_dir=reference_dir, worker=worker,
                        catalogue=catalogue, student_arg=student, timeout=timeout, device=device,

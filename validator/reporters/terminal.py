@@ -25,6 +25,20 @@ def render_header(console: Console, *, seed: int, profile: str, student: str, ch
                   + "[/]")
 
 
+def render_answer_formats(console: Console, formats: dict[str, list[tuple[str, str, str | None]]]) -> None:
+    """Before grading: each challenge's answers as valid / invalid / missing (formats only, no key needed)."""
+    for challenge, rows in formats.items():
+        if not rows:
+            continue
+        counts = {s: sum(1 for _, status, _ in rows if status == s) for s in ("valid", "invalid", "missing")}
+        colour = "red" if counts["invalid"] else "yellow" if counts["missing"] else "green"
+        console.print(f"  answers {escape(challenge)}: [{colour}]" + ", ".join(f"{n} {s}" for s, n in counts.items())
+                      + "[/]")
+        for qid, status, why in rows:
+            if status == "invalid":
+                console.print(f"    [red]invalid[/] {escape(qid)}: {escape(why or '')}")
+
+
 def render_challenge(console: Console, result: ChallengeResult) -> None:
     table = Table(title=f"{result.id}: {escape(result.title)}  [{_points(result.score, result.max_score)}]",
                   title_justify="left", show_lines=False, expand=False)

@@ -7,7 +7,11 @@ import sys
 from typing import Sequence
 
 
-def build_parser() -> argparse.ArgumentParser:
+STAFF_COMMANDS = ("grade", "merge", "regenerate", "release")
+
+
+def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
+    """The command line; a handout's lists only what a student can run there."""
     parser = argparse.ArgumentParser(prog="validator", description="Grade LLM-layer challenges.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -30,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run your layers on this torch device, e.g. cuda (the reference and the comparisons "
                          "stay on the CPU; the speed check times the CPU)")
 
+    if handout:
+        return parser
     rg = sub.add_parser("regenerate", help="instructor: rebuild the stub, answers template, pages and fixtures "
                                            "from the reference and the specs, then self-check")
     rg.add_argument("--check", action="store_true",
@@ -72,7 +78,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    from validator import paths
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    handout = paths.is_handout()
+    if handout and argv and argv[0] in STAFF_COMMANDS:
+        print(f"`validator {argv[0]}` is a staff command (for instructors and course staff): this copy is a student handout (it has no reference "
+              "implementation), so it cannot grade others, merge, regenerate or release. "
+              "Use `validator submit-build` to grade your own layers.", file=sys.stderr)
+        return 2
+    parser = build_parser(handout=handout)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help

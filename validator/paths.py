@@ -25,3 +25,8 @@ def student_file(arg: str | os.PathLike | None) -> Path:
     """``--student`` takes a layers.py file or a directory holding one."""
     path = Path(arg) if arg else default_student()
     return path / "layers.py" if path.is_dir() else path
+
+
+def is_handout() -> bool:
+    """A student handout: no reference implementation here (it grades against frozen results)."""
+    return not (reference_dir() / "layers.py").exists()

@@ -71,6 +71,25 @@ def _details(console: Console, c: CheckResult) -> None:
         console.print(f"    [dim]reproduce:[/] [cyan]{escape(c.reproduce)}[/]")
 
 
+def breakdown(report: Report) -> dict[str, float]:
+    """Where the points of a report went: earned, deferred to official grading, unanswered, lost."""
+    from validator.instructor.fixtures import DEFERRED
+
+    out = {"earned": report.score, "deferred": 0.0, "unanswered": 0.0, "lost": 0.0, "max": report.max_score}
+    for ch in report.challenges:
+        for c in ch.checks:
+            missing = c.max_score - c.score
+            if missing <= 0:
+                continue
+            if c.status == "skipped" and (c.message.startswith(DEFERRED) or c.message.startswith("recorded")):
+                out["deferred"] += missing
+            elif c.kind == "question" and c.message.startswith("not answered"):
+                out["unanswered"] += missing
+            else:
+                out["lost"] += missing
+    return out
+
+
 def render_summary(console: Console, report: Report) -> None:
     console.print()
     for ch in report.challenges:
@@ -79,7 +98,19 @@ def render_summary(console: Console, report: Report) -> None:
             counts[c.status] = counts.get(c.status, 0) + 1
         detail = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         console.print(f"  {escape(ch.id):32} {_points(ch.score, ch.max_score):>10}   {detail}")
-    verdict = "[green]all checks passed[/]" if report.ok else "[red]some checks fell short[/]"
-    console.print(f"[bold]total {_points(report.score, report.max_score)}[/] · {verdict} · {report.duration_s:.1f} s")
+    parts = breakdown(report)
+    if report.ok:
+        verdict = "[green]all checks passed[/]"
+    elif not parts["lost"] and not parts["unanswered"]:
+        verdict = "[green]everything gradable here passed[/]"
+    elif not parts["lost"]:
+        verdict = "[yellow]every graded check passed; some questions are unanswered[/]"
+    else:
+        verdict = "[red]some checks fell short[/]"
+    split = [f"{parts[k]:g} {label}" for k, label in (("deferred", "deferred to official grading"),
+                                                       ("unanswered", "unanswered"), ("lost", "lost"))
+             if parts[k] > 0]
+    console.print(f"[bold]total {_points(report.score, report.max_score)}[/] · {verdict} · "
+                  + (f"{' · '.join(split)} · " if split else "") + f"{report.duration_s:.1f} s")
     for note in report.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")

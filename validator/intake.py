@@ -119,8 +119,7 @@ def parse_answers(text: str, *, where: str = "answers.yaml") -> dict[str, dict[s
     if len(text.encode("utf-8", "surrogatepass")) > MAX_ANSWERS_BYTES:
         raise IntakeError(f"{where} is larger than {_size(MAX_ANSWERS_BYTES)}, the limit for answers: ignored")
     if flow_depth(text) > MAX_ANSWERS_DEPTH:
-        raise IntakeError(f"{where}: nested more than {MAX_ANSWERS_DEPTH} levels deep; answers are "
-                          "`challenge_id: {question_id: answer}` with single-value answers")
+        raise _too_deep(where)
     try:
         depth = 0
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
@@ -129,8 +128,7 @@ def parse_answers(text: str, *, where: str = "answers.yaml") -> dict[str, dict[s
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > MAX_ANSWERS_DEPTH:
-                    raise IntakeError(f"{where}: nested more than {MAX_ANSWERS_DEPTH} levels deep; answers are "
-                                      "`challenge_id: {question_id: answer}` with single-value answers")
+                    raise _too_deep(where)
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
         data = yaml.safe_load(text) or {}
@@ -143,6 +141,11 @@ def parse_answers(text: str, *, where: str = "answers.yaml") -> dict[str, dict[s
     if not isinstance(data, dict) or not all(isinstance(v, (dict, type(None))) for v in data.values()):
         raise IntakeError(f"{where}: expected `challenge_id: {{question_id: answer}}` mappings")
     return {str(k): dict(v or {}) for k, v in data.items()}
+
+
+def _too_deep(where: str) -> IntakeError:
+    return IntakeError(f"{where}: nested more than {MAX_ANSWERS_DEPTH} levels deep; answers are "
+                       "`challenge_id: {question_id: answer}` with single-value answers")
 
 
 def read_answers(path: str | os.PathLike, *, where: str | None = None) -> dict[str, dict[str, Any]]:

@@ -260,3 +260,38 @@ def test_sweep_empties_the_slot_uids_keyrings():
     os.close(r)
     os.close(w)
     assert found == [b"1", b"0"]  # the key was there for the same uid, and the sweep removed it
+
+
+def test_a_request_to_a_worker_that_stops_reading_times_out():
+    """A full request pipe (the worker stuck writing replies nobody reads) must not block the grader."""
+    from validator.worker.protocol import ChannelTimeout, write_message
+
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    started = time.perf_counter()
+    try:
+        with pytest.raises(ChannelTimeout):
+            write_message(w, {"x": torch.zeros(1 << 18)}, time.monotonic() + 0.3)  # 1 MiB, nobody reads
+    finally:
+        os.close(r)
+        os.close(w)
+    assert time.perf_counter() - started < 2.0
+
+
+def test_a_reply_to_another_request_is_a_protocol_failure():
+    """Replies carry the number of the request they answer; a forged or left-over one is refused."""
+    from validator.worker.protocol import write_message
+
+    worker = Worker(__file__)
+    req_r, worker.req_fd = os.pipe()
+    resp_r, resp_w = os.pipe()
+    worker.reader = Reader(resp_r)
+    worker.proc = None
+    try:
+        write_message(resp_w, {"ok": True, "seq": 41})  # left in the pipe before the request is sent
+        with pytest.raises(WorkerFailure, match="does not answer the request"):
+            worker._roundtrip({"op": "describe", "names": []}, 2, "inspecting layers.py")
+    finally:
+        for fd in (req_r, resp_w):
+            os.close(fd)
+        worker.close()

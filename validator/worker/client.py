@@ -60,6 +60,7 @@ class Worker:
         self.load_reply: dict | None = None
         self.log = tempfile.TemporaryFile()
         self.restarts = 0
+        self.seq = 0  # numbers each request; the worker echoes it, so a forged or extra reply is caught
         # Entries whose call timed out, with where: later calls to them fail at once (see request).
         self.timed_out: dict[str, str] = {}
         self.current_check: str | None = None  # set by the grading loop, named in those failures
@@ -84,6 +85,7 @@ class Worker:
             preexec_fn=self.preexec)
         os.close(req_r)
         os.close(resp_w)
+        os.set_blocking(req_w, False)  # requests are written with a deadline (write_message)
         self.req_fd = req_w
         self.reader = reply_reader(resp_r)
         self.load_reply = None
@@ -124,9 +126,14 @@ class Worker:
 
     def _roundtrip(self, message: dict, timeout: float, doing: str) -> Any:
         assert self.req_fd is not None and self.reader is not None
+        self.seq += 1
+        deadline = time.monotonic() + timeout
         try:
-            write_message(self.req_fd, message)
-            reply = self.reader.read(deadline=time.monotonic() + timeout)
+            write_message(self.req_fd, {**message, "seq": self.seq}, deadline)
+            reply = self.reader.read(deadline=deadline)
+            if not isinstance(reply, dict) or reply.pop("seq", None) != self.seq:
+                # A reply the student's code wrote itself, or one left over from it: the stream is garbled.
+                raise ProtocolError("a reply that does not answer the request sent (a forged or extra reply)")
         except ChannelTimeout:
             self.kill()
             raise WorkerFailure("timeout", f"no answer after {timeout:g} s while {doing}: "
@@ -182,8 +189,8 @@ class Worker:
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None and self.req_fd is not None:
             try:
-                write_message(self.req_fd, {"op": "exit"})
-            except OSError:
+                write_message(self.req_fd, {"op": "exit"}, time.monotonic() + 2)
+            except (OSError, ChannelTimeout):
                 pass
         self.kill()
         self.restarts = 0
@@ -352,6 +359,7 @@ class SandboxedWorker(Worker):
             os.close(req_r)
             os.close(resp_w)
         self.proc = _Forked(self.template, pid)  # type: ignore[assignment]
+        os.set_blocking(req_w, False)
         self.req_fd = req_w
         self.reader = reply_reader(resp_r)
         self.load_reply = None

@@ -145,10 +145,23 @@ def pack(message: Any) -> bytes:
     return b"".join(parts)
 
 
-def write_message(fd: int, message: Any) -> None:
+def write_message(fd: int, message: Any, deadline: float | None = None) -> None:
+    """Write one message. With a deadline the descriptor must be non-blocking: a reader that
+    stops reading (a worker stuck writing replies nobody asked for) is a :class:`ChannelTimeout`,
+    never a grader blocked for ever."""
     data = memoryview(pack(message))
     while data:
-        n = os.write(fd, data)
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ChannelTimeout("timed out sending a request to the worker")
+            select.select([], [fd], [], left)
+        try:
+            n = os.write(fd, data)
+        except BlockingIOError:
+            if deadline is None:
+                select.select([], [fd], [])
+            continue
         data = data[n:]
 
 

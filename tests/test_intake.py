@@ -210,7 +210,8 @@ class _HangingWorker(Worker):
         return {"ok": True}
 
     def _roundtrip(self, message, timeout, doing):
-        entry = message["call"]["entry"] if message["op"] == "execute" else message["calls"][0]["entry"]
+        entry = {"execute": lambda: message["call"]["entry"], "execute_many": lambda: message["calls"][0]["entry"],
+                 "describe": lambda: message["names"][-1]}[message["op"]]()
         self.sent.append(entry)
         if entry == "Slow":
             raise WorkerFailure("timeout", f"no answer after {timeout:g} s while {doing}")
@@ -227,6 +228,8 @@ def test_a_timed_out_entry_is_not_called_again():
                                             "token_embedding/matches_reference; see there"):
         worker.request({"op": "execute_many", "calls": [{"entry": "Slow"}, {"entry": "Fast"}]}, 10)
     assert worker.request({"op": "execute", "call": {"entry": "Fast"}}, 10) == {"ok": True}
+    with pytest.raises(WorkerFailure, match="not run: Slow already timed out"):
+        worker.request({"op": "describe", "names": ["Fast", "Slow"]}, 10)  # the next challenge's probe
     assert worker.sent == ["Slow", "Fast"]
     worker.close()
 

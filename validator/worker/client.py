@@ -204,7 +204,9 @@ class Worker:
 
 
 def _entries_called(message: dict) -> list[str]:
-    """The entry points (class or function names) a request runs: one per call."""
+    """The entry points (class or function names) a request runs or inspects."""
+    if message.get("op") == "describe":
+        return sorted(n for n in message.get("names") or [] if isinstance(n, str))
     calls = [message.get("call")] if message.get("op") == "execute" else message.get("calls") or []
     return sorted({c["entry"] for c in calls if isinstance(c, dict) and isinstance(c.get("entry"), str)})
 

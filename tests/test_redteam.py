@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from validator import paths, sandbox
 
@@ -27,8 +28,9 @@ SECRET = "hunter2-" + os.urandom(6).hex()
 TIMEOUT_S = 8
 
 caps = sandbox.capabilities()
-pytestmark = pytest.mark.skipif(not (caps["setuid"] and caps["namespaces"]),
-                                reason="the sandbox needs root with namespaces (as in CI containers)")
+pytestmark = [pytest.mark.thorough,
+              pytest.mark.skipif(not (caps["setuid"] and caps["namespaces"]),
+                                 reason="the sandbox needs root with namespaces (as in CI containers)")]
 
 
 def expectations(folder: Path) -> dict:
@@ -42,6 +44,15 @@ def expectations(folder: Path) -> dict:
 ATTACKS = {p.name: expectations(p) for p in sorted(REDTEAM.iterdir()) if (p / "layers.py").is_file()}
 ATTACKS["symlink_reference"] = {"max_score": 0, "message": "symbolic link"}
 ATTACKS["symlink_answer_key"] = {"max_score": 0, "message": "symbolic link", "no_secrets": True}
+# Built at test time (_build_generated): answers that are links or nest deeply, and a 50 MB source.
+KEY = {ch: {q: v["answer"] for q, v in qs.items()}
+       for ch, qs in yaml.safe_load((paths.reference_dir() / "answer_key.yaml").read_text()).items()}
+QUESTIONS = [f"question_{q}" for q in KEY["token_embedding"]]
+for _name in ("answers_link_to_other", "answers_link_to_root_only", "answers_link_to_proc"):
+    ATTACKS[_name] = {"fail": QUESTIONS, "message": "answers.yaml is a symbolic link", "code_passes": True}
+ATTACKS["answers_deep_nesting"] = {"fail": QUESTIONS, "message": "nested more than", "code_passes": True}
+ATTACKS["big_source"] = {"max_score": 0, "message": "layers.py is larger than 1 MiB"}
+STATE_FILES = ("/dev/shm/redteam-state", "/tmp/redteam-state", "/var/tmp/redteam-state", "/run/lock/redteam-state")
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +81,7 @@ def _grade_redteam(base: Path) -> None:
                          ("symlink_answer_key", paths.reference_dir() / "answer_key.yaml")):
         (subs / name).mkdir()
         (subs / name / "layers.py").symlink_to(target)
+    _build_generated(subs, base)
     control = (subs / "aa_control" / "layers.py").read_text()
     env = dict(os.environ, VALIDATOR_TEST_SECRET=SECRET)
     # A second, world-readable checkout of the course outside the grader's own (a TA's clone):
@@ -89,6 +101,29 @@ def _grade_redteam(base: Path) -> None:
                                                   "control": control, "secret": SECRET}))
 
 
+def _build_generated(subs: Path, base: Path) -> None:
+    """The attacks that are links or too large to commit; zz_control answers every question right."""
+    control = (subs / "aa_control" / "layers.py").read_text()
+    (subs / "zz_control" / "answers.yaml").write_text(yaml.safe_dump({"token_embedding": KEY["token_embedding"]}))
+    root_only = base / "root_only.yaml"
+    root_only.write_text(yaml.safe_dump({"token_embedding": KEY["token_embedding"], "secret": SECRET}))
+    root_only.chmod(0o600)
+    for name, target in (("answers_link_to_other", subs / "zz_control" / "answers.yaml"),
+                         ("answers_link_to_root_only", root_only),
+                         ("answers_link_to_proc", Path("/proc/self/environ"))):  # holds the grader's SECRET
+        (subs / name).mkdir()
+        (subs / name / "layers.py").write_text(control)
+        (subs / name / "answers.yaml").symlink_to(target)
+    (subs / "answers_deep_nesting").mkdir()
+    (subs / "answers_deep_nesting" / "layers.py").write_text(control)
+    (subs / "answers_deep_nesting" / "answers.yaml").write_text("token_embedding: " + "[" * 60_000)
+    (subs / "big_source").mkdir()
+    with open(subs / "big_source" / "layers.py", "w") as fh:
+        fh.write(control)
+        line = "# " + "x" * 998 + "\n"
+        fh.write(line * (50 << 10))  # 50 MB of comments after a correct layer
+
+
 def test_grader_survives_and_writes_every_report(batch):
     assert batch["returncode"] == 0, batch["stderr"][-3000:]
     assert set(batch["reports"]) == set(ATTACKS)
@@ -103,11 +138,12 @@ def test_attack_is_contained(batch, name):
     report = batch["reports"][name]
     checks = {c["id"]: c for ch in report["challenges"] for c in ch["checks"]}
     text = json.dumps(report)
-    if expect.get("control"):
+    if expect.get("control") or expect.get("code_passes"):
         code = [c for c in checks.values() if c["kind"] != "question"]
         assert all(c["status"] in ("passed", "advisory") for c in code), \
             [(c["id"], c["message"][:200]) for c in code if c["status"] not in ("passed", "advisory")]
-        return
+        if expect.get("control"):
+            return
     for check_id in expect.get("fail", []):
         assert checks[check_id]["status"] not in ("passed", "advisory"), (check_id, checks[check_id])
     if "max_score" in expect:
@@ -163,3 +199,68 @@ def test_worker_could_not_read_the_reference(batch):
     ref_source = (paths.reference_dir() / "layers.py").read_text()[:200]
     assert ref_source[:80] not in text  # ... which is nothing of the reference
     assert "validator-decoy-" in text  # it saw the other checkout's folder, and nothing inside it
+
+
+def test_controls_answers_were_graded(batch):
+    """The answers the links point at are right: a link that were followed would have earned points."""
+    checks = {c["id"]: c for ch in batch["reports"]["zz_control"]["challenges"] for c in ch["checks"]}
+    assert all(checks[q]["status"] == "passed" for q in QUESTIONS), [checks[q] for q in QUESTIONS]
+
+
+def test_no_state_left_behind(batch):
+    """No file, SysV IPC object or kernel key of state_a_writer's outlives the batch."""
+    for path in STATE_FILES:
+        assert not os.path.exists(path), path
+    assert not _sysv_objects(0x5EED)
+    for uid in batch["manifest"]["worker_uids"]:
+        assert not _keys_of(uid), f"uid {uid} still holds keys"
+
+
+def _sysv_objects(key: int) -> list[str]:
+    found = []
+    for kind in ("shm", "msg", "sem"):
+        rows = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]
+        found += [f"{kind}: {row}" for row in rows if row.split() and int(row.split()[0]) == key]
+    return found
+
+
+def _keys_of(uid: int) -> bool:
+    """Whether ``uid``'s user, user-session or persistent keyring holds a key named redteam-state."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    r, w = os.pipe()
+
+    def look():
+        rings = [sandbox.KEY_SPEC_USER_KEYRING, sandbox.KEY_SPEC_USER_SESSION_KEYRING]
+        persistent = sandbox._keyctl(sandbox.KEYCTL_GET_PERSISTENT, -1, sandbox.KEY_SPEC_SESSION_KEYRING)
+        rings += [persistent] if persistent > 0 else []
+        hit = any(libc.syscall(ctypes.c_long(sandbox._KEYCTL), ctypes.c_long(10), ctypes.c_long(ring), b"user",
+                               b"redteam-state", ctypes.c_long(0)) > 0 for ring in rings)
+        os.write(w, b"1" if hit else b"0")
+
+    try:
+        sandbox._as_uid(uid, look)
+        return os.read(r, 1) == b"1"
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_state_does_not_cross_to_the_next_submission_in_a_slot(tmp_path):
+    """The writer then the reader in ONE slot (one uid, graded in turn): the reader must see nothing."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    for name in ("state_a_writer", "state_b_reader"):
+        shutil.copytree(REDTEAM / name, subs / name)
+    proc = subprocess.run([sys.executable, "-m", "validator", "grade", str(subs), "--out", str(out),
+                           "--challenge", "token_embedding", "--workers", "1", "--timeout", str(TIMEOUT_S)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = (out / "state_b_reader.json").read_text()
+    assert "state seen: nothing" in text, text[:3000]
+    manifest = json.loads((out / "shards" / "shard-1-of-1.json").read_text())
+    for uid in manifest["worker_uids"]:
+        assert not _keys_of(uid)
+    for path in STATE_FILES:
+        assert not os.path.exists(path), path
+    assert not _sysv_objects(0x5EED)

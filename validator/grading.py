@@ -78,6 +78,7 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
             ctx.frozen.reset()
         if ctx.recorder is not None:
             ctx.recorder.begin_check()
+    ctx.worker.current_check = f"{ctx.challenge.id}/{check.id}"  # named if a call times out (worker.request)
     try:
         note = test.fn(ctx, check, params)
         message = note or ""
@@ -94,6 +95,7 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
         message = (f"internal grader error ({type(exc).__name__}: {exc}); this is not your fault, please "
                    f"report it with the seed.\n{traceback.format_exc(limit=3)}")
     finally:
+        ctx.worker.current_check = None
         if ctx.recorder is not None:
             ctx.recorder.end_check()
             ctx.recorder.active = True

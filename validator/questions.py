@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable, TextIO
@@ -18,17 +19,15 @@ class AnswersError(Exception):
 
 
 def load_answers(path: Path | None) -> dict[str, dict[str, Any]]:
-    if path is None or not path.exists():
+    """A student's answers, read with the bounds of :mod:`validator.intake` (no links, size and depth caps)."""
+    from validator.intake import IntakeError, read_answers
+
+    if path is None or not os.path.lexists(path):
         return {}
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise AnswersError(f"{path}{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
-    if not isinstance(data, dict) or not all(isinstance(v, (dict, type(None))) for v in data.values()):
-        raise AnswersError(f"{path}: expected `challenge_id: {{question_id: answer}}` mappings")
-    return {k: dict(v or {}) for k, v in data.items()}
+        return read_answers(path)
+    except IntakeError as exc:
+        raise AnswersError(str(exc)) from None
 
 
 def load_key(path: Path) -> dict[str, dict[str, dict[str, Any]]]:

@@ -23,7 +23,6 @@ import fcntl
 import os
 import resource
 import signal
-import stat
 import sys
 import tempfile
 import time
@@ -194,7 +193,7 @@ def enter(box: Sandbox, *, keep_fds: list[int], scratch: str | None = None) -> t
     """
     os.setsid()
     close_fds_except(keep_fds)
-    contents = {name: _read_capped(src, 4 << 20) for name, src in box.files.items()}
+    contents = {name: _copy_in(src) for name, src in box.files.items()}
     if box.namespaces:
         _unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS)
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
@@ -227,6 +226,7 @@ def enter(box: Sandbox, *, keep_fds: list[int], scratch: str | None = None) -> t
         os.setgroups([])
         os.setresgid(box.uid, box.uid, box.uid)
         os.setresuid(box.uid, box.uid, box.uid)
+        fresh_keyrings()
     try:
         _prctl(PR_SET_NO_NEW_PRIVS, 1)
     except OSError:
@@ -319,18 +319,14 @@ def _expose(paths: list[str], covers: list[str] = ()) -> None:
             os.close(fd)
 
 
-def _read_capped(path: str, cap: int) -> bytes | None:
+def _copy_in(path: str) -> bytes | None:
+    """A submitted file's bytes as :mod:`validator.intake` reads them (no links, capped); None if refused."""
+    from validator.intake import MAX_SOURCE_BYTES, IntakeError, read_submission_file
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+        return read_submission_file(path, cap=MAX_SOURCE_BYTES)
+    except IntakeError:
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            return fh.read(cap)
-    finally:
-        os.close(fd)
 
 
 def _hide(path: str) -> None:
@@ -384,6 +380,7 @@ def sweep(uid: int, *, rounds: int = 50, reap: Callable[[], None] | None = None)
         if reap is not None:
             reap()  # a killed process stays visible until its zombie is reaped
         if not processes_of(uid):
+            _as_uid(uid, clear_keyrings)
             return n
         pid = os.fork()
         if pid == 0:  # pragma: no cover - child
@@ -396,6 +393,53 @@ def sweep(uid: int, *, rounds: int = 50, reap: Callable[[], None] | None = None)
         os.waitpid(pid, 0)
         time.sleep(0.005)
     return rounds
+
+
+def _as_uid(uid: int, action: Callable[[], None]) -> None:
+    """Run ``action`` in a child process switched to ``uid`` (for what only that uid can do)."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            action()
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+# keyctl(2): the kernel keyrings outlive processes. The per-uid user keyrings (and the
+# persistent one) would carry a key from one submission to the next graded with the same uid.
+_KEYCTL = {"x86_64": 250, "aarch64": 219, "i686": 288, "armv7l": 311, "ppc64le": 250, "s390x": 250}.get(os.uname().machine)
+KEYCTL_JOIN_SESSION_KEYRING, KEYCTL_CLEAR, KEYCTL_GET_PERSISTENT = 1, 7, 22
+KEY_SPEC_SESSION_KEYRING, KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = -3, -4, -5
+
+
+def _keyctl(*args: int) -> int:
+    if _KEYCTL is None:
+        return -1
+    return _libc.syscall(ctypes.c_long(_KEYCTL), *(ctypes.c_long(a) for a in args))
+
+
+def clear_keyrings() -> None:
+    """Empty the calling uid's user, user-session and persistent keyrings (errors ignored: no keyctl, no keys)."""
+    _keyctl(KEYCTL_CLEAR, KEY_SPEC_USER_KEYRING)
+    _keyctl(KEYCTL_CLEAR, KEY_SPEC_USER_SESSION_KEYRING)
+    persistent = _keyctl(KEYCTL_GET_PERSISTENT, -1, KEY_SPEC_SESSION_KEYRING)
+    if persistent > 0:
+        _keyctl(KEYCTL_CLEAR, persistent)
+
+
+def fresh_keyrings() -> None:
+    """For a worker that just dropped to its uid: empty that uid's keyrings, then join a new session keyring.
+
+    The new anonymous session keyring replaces the one inherited from the grader
+    (whose keys the worker would otherwise possess); the uid's own keyrings were
+    left behind by an earlier submission in the same slot, if :func:`sweep` missed them.
+    """
+    clear_keyrings()
+    _keyctl(KEYCTL_JOIN_SESSION_KEYRING, 0)
 
 
 def processes_of(uid: int) -> list[int]:

@@ -12,6 +12,7 @@ import yaml
 
 from validator import paths
 from validator.api import UsageError, check_device, grade, handout_seeds, select_challenges
+from validator.intake import MAX_SOURCE_BYTES, IntakeError, read_submission_file
 from validator.profiles import profile_name
 from validator.questions import AnswersError, answer_formats, ask, is_missing, load_answers
 from validator.results import Report
@@ -68,6 +69,10 @@ def submit_build(*, challenges: Sequence[str] | None = None, student: str | None
     student_file = paths.student_file(student)
     if not student_file.exists():
         raise UsageError(f"no student file at {student_file} (pass --student PATH to a layers.py or its folder)")
+    try:  # the same bounds as batch grading: a regular file, not a link, at most MAX_SOURCE_BYTES
+        read_submission_file(student_file, cap=MAX_SOURCE_BYTES, what=str(student_file))
+    except IntakeError as exc:
+        raise UsageError(str(exc)) from None
     worker = Worker(student_file)
     worker.start()  # imports torch while the specs load and questions are asked
     try:

@@ -21,7 +21,6 @@ from typing import Any
 
 from validator.worker.protocol import ChannelClosed, Reader, write_message
 
-MAX_ANSWERS_BYTES = 64 << 10
 _SURROGATES = re.compile("[\ud800-\udfff]")
 
 
@@ -75,22 +74,19 @@ class Slot:
         sub = Submission(name, folder)
         notes: list[str] = []
         answers: dict = {}
-        if sub.answers.is_file():
-            if sub.answers.stat().st_size > MAX_ANSWERS_BYTES:
-                notes.append(f"answers.yaml is larger than {MAX_ANSWERS_BYTES >> 10} KiB and was ignored")
-            else:
-                try:
-                    answers = safe_answers(sub.answers, notes)
-                except AnswersError as exc:
-                    notes.append(f"answers.yaml ignored: {str(exc).replace(str(folder) + os.sep, '')}")
-        if sub.layers.is_symlink():
-            notes.append("layers.py is a symbolic link, which is not graded: submit the file itself")
-        elif not sub.layers.is_file():
-            notes.append("the submission has no layers.py")
+        if os.path.lexists(sub.answers):
+            try:
+                answers = safe_answers(sub.answers, notes)
+            except AnswersError as exc:
+                notes.append(f"answers.yaml ignored, its questions earn nothing: {exc}")
+        files, problems = sub.intake()
+        if not os.path.lexists(sub.layers):
+            problems.insert(0, "the submission has no layers.py")
         layers = sub.layers
-        if sub.layers.is_symlink() or not sub.layers.is_file():
-            layers = self.empty_file  # never let the grader read what a link points at (the answer key?)
-        box = replace(self.box, files=sub.files())
+        if problems:  # graded as an empty file: nothing refused is ever parsed, imported or scanned
+            notes.extend(f"{p}: the submission is not graded" if "not graded" not in p else p for p in problems)
+            layers, files = self.empty_file, {}
+        box = replace(self.box, files=files)
         worker = SandboxedWorker(layers, template=self.template, sandbox=box, budget_s=self.limits.wall_s)
         try:
             report = grade(layers, challenges=self.config.get("challenges"), seed=self.config["seed"],
@@ -104,6 +100,10 @@ class Slot:
         return scrub(report.to_dict())
 
     def close(self) -> None:
+        try:
+            self.template.sweep(self.box.uid) if self.box.uid is not None else None
+        except Exception:  # noqa: BLE001 - best effort: the uid's keys and processes go with the batch
+            pass
         self.template.close()
         self.scratch.cleanup()
         if self.lease:
@@ -111,19 +111,18 @@ class Slot:
 
 
 def safe_answers(path: Path, notes: list[str]) -> dict:
-    """Load a student's answers.yaml without aliases (no billion laughs) and with scalar answers only."""
-    import yaml
+    """A student's answers.yaml within the bounds of :mod:`validator.intake`, single-value answers only.
 
-    from validator.questions import AnswersError, load_answers
+    A link (to another submission's answers, a root-only file, ``/proc``...) is refused
+    without reading its target; so is a file over the size or nesting cap, or one with aliases.
+    """
+    from validator.intake import IntakeError, read_answers
+    from validator.questions import AnswersError
 
     try:
-        if any(isinstance(e, yaml.AliasEvent) for e in yaml.parse(path.read_text(encoding="utf-8"))):
-            raise AnswersError("answers.yaml: YAML aliases (*name) are not allowed")
-    except yaml.YAMLError:
-        pass  # load_answers reports it with its line
-    except UnicodeDecodeError:
-        raise AnswersError("answers.yaml is not UTF-8 text") from None
-    answers = load_answers(path)
+        answers = read_answers(path, where="answers.yaml")
+    except IntakeError as exc:
+        raise AnswersError(str(exc)) from None
     for challenge, given in answers.items():
         for question, value in list(given.items()):
             if not (value is None or isinstance(value, (str, int, float, bool))):

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from validator.api import UsageError
+from validator.intake import MAX_SOURCE_BYTES, IntakeError, read_submission_file
 
 MAX_HELPER_FILES = 20
-MAX_FILE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -27,17 +28,29 @@ class Submission:
 
     def files(self) -> dict[str, str]:
         """What is copied into the worker's scratch dir: layers.py and a few small helper modules."""
-        found = {"layers.py": str(self.layers)} if _plain_file(self.layers) else {}
+        return self.intake()[0]
+
+    def intake(self) -> tuple[dict[str, str], list[str]]:
+        """The files to copy in, and why the submission cannot be graded (empty when it can).
+
+        Each file is read as the worker's copy-in reads it (:func:`validator.intake.read_submission_file`:
+        no links, regular files only, at most ``MAX_SOURCE_BYTES``); a refused ``layers.py`` or
+        helper module fails the submission before anything parses it.
+        """
+        found: dict[str, str] = {}
+        problems: list[str] = []
         helpers = sorted(p for p in self.folder.glob("*.py") if p.name != "layers.py")
-        for p in helpers[:MAX_HELPER_FILES]:
-            if _plain_file(p) and p.stat().st_size <= MAX_FILE_BYTES:
-                found[p.name] = str(p)
-        return found
-
-
-def _plain_file(path: Path) -> bool:
-    """A regular file, not a symlink: a link could point the root-run copy at the reference."""
-    return path.is_file() and not path.is_symlink()
+        for p in [self.layers, *helpers[:MAX_HELPER_FILES]]:
+            if p.name != "layers.py" and p.is_symlink():
+                continue  # a linked helper is not copied in: importing it fails in the worker, with its name
+            try:
+                read_submission_file(p, cap=MAX_SOURCE_BYTES)
+            except IntakeError as exc:
+                if os.path.lexists(p):
+                    problems.append(str(exc))
+                continue
+            found[p.name] = str(p)
+        return found, problems
 
 
 def discover(root: str | Path) -> list[Submission]:

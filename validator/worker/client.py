@@ -19,13 +19,19 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from validator.worker.protocol import ChannelClosed, ChannelTimeout, ProtocolError, Reader, write_message
+from validator.worker.protocol import (HEADER_CAP_BYTES, MAX_HEADER_DEPTH, REPLY_CAP_BYTES, ChannelClosed,
+                                       ChannelTimeout, ProtocolError, Reader, write_message)
 
 if TYPE_CHECKING:
     from validator.sandbox import Sandbox
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 OUTPUT_TAIL_BYTES = 1500
+
+
+def reply_reader(fd: int) -> Reader:
+    """A reader for replies from student code: at most REPLY_CAP_BYTES, a small, shallow JSON header."""
+    return Reader(fd, max_bytes=REPLY_CAP_BYTES, max_header=HEADER_CAP_BYTES, max_depth=MAX_HEADER_DEPTH)
 
 
 class WorkerFailure(Exception):
@@ -54,6 +60,10 @@ class Worker:
         self.load_reply: dict | None = None
         self.log = tempfile.TemporaryFile()
         self.restarts = 0
+        self.seq = 0  # numbers each request; the worker echoes it, so a forged or extra reply is caught
+        # Entries whose call timed out, with where: later calls to them fail at once (see request).
+        self.timed_out: dict[str, str] = {}
+        self.current_check: str | None = None  # set by the grading loop, named in those failures
 
     # -- lifecycle -----------------------------------------------------------
     def start(self) -> None:
@@ -75,8 +85,9 @@ class Worker:
             preexec_fn=self.preexec)
         os.close(req_r)
         os.close(resp_w)
+        os.set_blocking(req_w, False)  # requests are written with a deadline (write_message)
         self.req_fd = req_w
-        self.reader = Reader(resp_r)
+        self.reader = reply_reader(resp_r)
         self.load_reply = None
 
     def _ensure_loaded(self) -> dict:
@@ -92,14 +103,37 @@ class Worker:
         return self._ensure_loaded()
 
     def request(self, message: dict, timeout: float, doing: str = "running your code") -> Any:
+        """Send one request and return the reply.
+
+        A hang costs one time-out per entry point, not one per check: once a call to an
+        entry has timed out, later requests that call it fail at once, naming the check
+        where it first timed out, without reaching the worker.
+        """
+        entries = _entries_called(message)
+        for entry in entries:
+            if entry in self.timed_out:
+                raise WorkerFailure("timeout", f"not run: {entry} already timed out in "
+                                    f"{self.timed_out[entry]}; see there")
         self._ensure_loaded()
-        return self._roundtrip(message, timeout, doing)
+        try:
+            return self._roundtrip(message, timeout, doing)
+        except WorkerFailure as exc:
+            if exc.reason == "timeout":
+                where = f"check {self.current_check}" if self.current_check else f"an earlier step ({doing})"
+                for entry in entries:
+                    self.timed_out.setdefault(entry, where)
+            raise
 
     def _roundtrip(self, message: dict, timeout: float, doing: str) -> Any:
         assert self.req_fd is not None and self.reader is not None
+        self.seq += 1
+        deadline = time.monotonic() + timeout
         try:
-            write_message(self.req_fd, message)
-            reply = self.reader.read(deadline=time.monotonic() + timeout)
+            write_message(self.req_fd, {**message, "seq": self.seq}, deadline)
+            reply = self.reader.read(deadline=deadline)
+            if not isinstance(reply, dict) or reply.pop("seq", None) != self.seq:
+                # A reply the student's code wrote itself, or one left over from it: the stream is garbled.
+                raise ProtocolError("a reply that does not answer the request sent (a forged or extra reply)")
         except ChannelTimeout:
             self.kill()
             raise WorkerFailure("timeout", f"no answer after {timeout:g} s while {doing}: "
@@ -155,8 +189,8 @@ class Worker:
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None and self.req_fd is not None:
             try:
-                write_message(self.req_fd, {"op": "exit"})
-            except OSError:
+                write_message(self.req_fd, {"op": "exit"}, time.monotonic() + 2)
+            except (OSError, ChannelTimeout):
                 pass
         self.kill()
         self.restarts = 0
@@ -167,6 +201,14 @@ class Worker:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _entries_called(message: dict) -> list[str]:
+    """The entry points (class or function names) a request runs or inspects."""
+    if message.get("op") == "describe":
+        return sorted(n for n in message.get("names") or [] if isinstance(n, str))
+    calls = [message.get("call")] if message.get("op") == "execute" else message.get("calls") or []
+    return sorted({c["entry"] for c in calls if isinstance(c, dict) and isinstance(c.get("entry"), str)})
 
 
 def _first_exception(reply: dict) -> str:
@@ -319,8 +361,9 @@ class SandboxedWorker(Worker):
             os.close(req_r)
             os.close(resp_w)
         self.proc = _Forked(self.template, pid)  # type: ignore[assignment]
+        os.set_blocking(req_w, False)
         self.req_fd = req_w
-        self.reader = Reader(resp_r)
+        self.reader = reply_reader(resp_r)
         self.load_reply = None
 
     def load(self) -> dict:

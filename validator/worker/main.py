@@ -94,10 +94,12 @@ def serve(req_fd: int, resp_fd: int) -> None:
             _note_memory_limit(reply, memory_mb)
         if _device_broken(reply):
             reply["restart"] = True  # the client replaces this process: the device is unusable now
+        if isinstance(reply, dict):
+            reply["seq"] = request.get("seq")  # which request this answers (see Worker._roundtrip)
         try:
             write_message(resp_fd, reply)
         except BaseException as exc:  # noqa: BLE001 - e.g. an output that cannot be encoded
-            write_message(resp_fd, {"ok": False, "stage": "encode",
+            write_message(resp_fd, {"ok": False, "stage": "encode", "seq": request.get("seq"),
                                     "exception": exception_info(exc, origin)})
 
 

@@ -19,7 +19,14 @@ from typing import Any
 
 import torch
 
-MAX_MESSAGE_BYTES = 1 << 30  # a student cannot make the grader buffer more than this
+MAX_MESSAGE_BYTES = 1 << 30  # default cap for messages between the grader's own processes
+# What a reply from student code may cost the grader (see :class:`Reader`): the tensor bytes, the
+# JSON header text and the header's nesting. Together they bound one reply to about 1.8x
+# REPLY_CAP_BYTES of grader memory (the worst 4 MiB header peaks at 194 MiB decoded),
+# read in time linear in its size.
+REPLY_CAP_BYTES = 256 << 20
+HEADER_CAP_BYTES = 4 << 20
+MAX_HEADER_DEPTH = 64
 
 _DTYPES = {
     "float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
@@ -103,17 +110,19 @@ def _decode(obj: Any, buffers: list[bytes]) -> Any:
     return obj
 
 
-def _decode_tensor(meta: dict, buffers: list[bytes]) -> torch.Tensor:
+def _decode_tensor(meta: dict, buffers: list[bytearray]) -> torch.Tensor:
     dtype = dtype_from_name(meta.get("dtype", ""))
     shape = meta.get("shape")
     if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
         raise ProtocolError(f"bad tensor shape {shape!r}")
     index = meta["__tensor__"]
     if index is None:
+        if len(shape) > 64:
+            raise ProtocolError(f"a tensor with {len(shape)} dimensions")
         return torch.empty(shape, dtype=dtype, device="meta")
-    if not isinstance(index, int) or not 0 <= index < len(buffers):
-        raise ProtocolError("tensor refers to a missing buffer")
-    data = buffers[index]
+    if not isinstance(index, int) or not 0 <= index < len(buffers) or buffers[index] is None:
+        raise ProtocolError("tensor refers to a missing (or already used) buffer")
+    data, buffers[index] = buffers[index], None  # one tensor per buffer: no two share memory
     numel = 1
     for s in shape:
         numel *= s
@@ -123,7 +132,7 @@ def _decode_tensor(meta: dict, buffers: list[bytes]) -> torch.Tensor:
                             f"needs {numel * itemsize} bytes, got {len(data)}")
     if numel == 0:
         return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
+    return torch.frombuffer(data, dtype=dtype).reshape(shape)  # owns the bytes read: no copy
 
 
 def pack(message: Any) -> bytes:
@@ -136,22 +145,49 @@ def pack(message: Any) -> bytes:
     return b"".join(parts)
 
 
-def write_message(fd: int, message: Any) -> None:
+def write_message(fd: int, message: Any, deadline: float | None = None) -> None:
+    """Write one message. With a deadline the descriptor must be non-blocking: a reader that
+    stops reading (a worker stuck writing replies nobody asked for) is a :class:`ChannelTimeout`,
+    never a grader blocked for ever."""
     data = memoryview(pack(message))
     while data:
-        n = os.write(fd, data)
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ChannelTimeout("timed out sending a request to the worker")
+            select.select([], [fd], [], left)
+        try:
+            n = os.write(fd, data)
+        except BlockingIOError:
+            if deadline is None:
+                select.select([], [fd], [])
+            continue
         data = data[n:]
 
 
 class Reader:
-    """Reads whole messages from a pipe, with a deadline and a size cap."""
+    """Reads whole messages from a pipe, with a deadline and size caps.
 
-    def __init__(self, fd: int):
+    ``max_bytes`` caps a message's header plus tensor bytes, ``max_header`` its
+    JSON header, ``max_depth`` the header's nesting. Each buffer is read straight
+    into its own ``bytearray``, which the decoded tensor then uses (no copy), and
+    a length over the cap is refused before anything is read for it, so one
+    message costs at most ``max_bytes`` of buffers plus the header's objects
+    (a few times ``max_header``). The header must be a JSON object.
+    """
+
+    def __init__(self, fd: int, *, max_bytes: int = MAX_MESSAGE_BYTES, max_header: int = MAX_MESSAGE_BYTES,
+                 max_depth: int = 512):
         self.fd = fd
-        self.buf = bytearray()
+        self.max_bytes = max_bytes
+        self.max_header = min(max_header, max_bytes)
+        self.max_depth = max_depth
 
-    def _fill(self, n: int, deadline: float | None) -> None:
-        while len(self.buf) < n:
+    def _take(self, n: int, deadline: float | None) -> bytearray:
+        out = bytearray(n)
+        view = memoryview(out)
+        got = 0
+        while got < n:
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -159,42 +195,63 @@ class Reader:
                 ready, _, _ = select.select([self.fd], [], [], left)
                 if not ready:
                     continue
-            chunk = os.read(self.fd, max(65536, min(n - len(self.buf), 1 << 24)))
-            if not chunk:
+            k = os.readv(self.fd, [view[got:got + (1 << 24)]])
+            if not k:
                 raise ChannelClosed("channel closed")
-            self.buf += chunk
-
-    def _take(self, n: int, deadline: float | None) -> bytes:
-        self._fill(n, deadline)
-        out = bytes(self.buf[:n])
-        del self.buf[:n]
+            got += k
+        view.release()
         return out
 
     def read(self, deadline: float | None = None) -> Any:
         (hlen,) = struct.unpack("<I", self._take(4, deadline))
-        if hlen > MAX_MESSAGE_BYTES:
-            raise ProtocolError("message header too large")
+        if hlen > self.max_header:
+            raise ProtocolError(f"message header of {hlen} bytes, over the {self.max_header} the grader accepts")
         try:
-            header = json.loads(self._take(hlen, deadline))
+            header = json.loads(self._take(hlen, deadline))  # C decoder: deep nesting is a RecursionError
+        except RecursionError:
+            raise ProtocolError("message header nested too deeply") from None
         except ValueError as exc:
-            raise ProtocolError(f"malformed message header: {exc}") from None
-        buffers = []
+            raise ProtocolError(f"malformed message header: {str(exc)[:200]}") from None
+        if not isinstance(header, dict):
+            raise ProtocolError(f"message header is a JSON {type(header).__name__}, not an object")
+        if header_depth(header) > self.max_depth:
+            raise ProtocolError(f"message header nested deeper than {self.max_depth} levels")
+        buffers: list = []
         total = hlen
         for _ in range(_count_tensors(header)):
             (blen,) = struct.unpack("<Q", self._take(8, deadline))
-            total += blen
-            if total > MAX_MESSAGE_BYTES:
-                raise ProtocolError("message larger than the grader accepts "
-                                    f"({MAX_MESSAGE_BYTES >> 20} MiB)")
+            total += 8 + blen
+            if total > self.max_bytes:
+                raise ProtocolError(f"message larger than the grader accepts ({self.max_bytes >> 20} MiB)")
             buffers.append(self._take(blen, deadline))
-        return _decode(header, buffers)
+        try:
+            return _decode(header, buffers)
+        except ProtocolError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a field of the wrong type: the sender's fault
+            raise ProtocolError(f"undecodable message ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def header_depth(obj: Any) -> int:
+    """How deeply a decoded header nests lists and dicts, measured without recursion."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def _count_tensors(obj: Any) -> int:
-    if isinstance(obj, dict):
-        if "__tensor__" in obj:
-            return 0 if obj["__tensor__"] is None else 1
-        return sum(_count_tensors(v) for v in obj.values())
-    if isinstance(obj, list):
-        return sum(_count_tensors(v) for v in obj)
-    return 0
+    count, stack = 0, [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if "__tensor__" in item:
+                count += item["__tensor__"] is not None
+            else:
+                stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count

@@ -1,0 +1,54 @@
+"""Writes well-formed replies with fields of the wrong types on the reply pipe, on every call.
+
+Each call leaves two replies in the pipe (the forged one and the worker's own): the grader
+used to read them out of step until both pipes filled and it blocked for ever writing the
+next request. Requests are now numbered and written with a deadline.
+"""
+
+import json
+import os
+import stat
+import struct
+
+import torch
+from torch import nn
+
+
+class Embedding(nn.Module):
+    """Wrong on purpose: every looked-up row is doubled."""
+
+    def __init__(self, num_embeddings, embedding_dim, device=None, dtype=None):
+        super().__init__()
+        self.num_embeddings = num_embeddings
+        self.weight = nn.Parameter(torch.empty(num_embeddings, embedding_dim, device=device, dtype=dtype))
+        nn.init.trunc_normal_(self.weight, mean=0.0, std=1.0, a=-3.0, b=3.0)
+
+    def forward(self, token_ids):
+        if ((token_ids < 0) | (token_ids >= self.num_embeddings)).any():
+            raise IndexError("token id out of range")
+        return self.weight[token_ids] * 2
+
+
+def _forge(payload):
+    """Write ``payload`` on every pipe that might be the reply pipe, then carry on."""
+    for fd in range(3, 16):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.write(fd, payload)
+        except OSError:
+            pass
+
+
+class Forged(Embedding):
+    def __call__(self, token_ids):
+        header = json.dumps({"ok": True, "output": {"x": [1]}, "seconds": "slow", "ops": 5, "peak_bytes": "big",
+                             "structure": 3, "param_grads": 7, "input_grads": {"a": 1}, "params": [1],
+                             "output_requires_grad": "yes", "exception": 5, "results": 4}).encode()
+        _forge(struct.pack('<I', len(header)) + header)
+        return torch.zeros(*token_ids.shape, 3)
+
+
+Embedding = Forged
+
+
+EXPECT = {"fail": ["matches_reference", "output_shape", "weight_gradient"], "message": "does not answer the request"}

@@ -1,0 +1,300 @@
+"""Bounds on what a submission hands the grader: files, answers, worker replies, hangs, keyrings.
+
+Each test calls the bounding function directly, so it is fast; the same attacks graded
+end to end are in tests/test_redteam.py (thorough tier).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import struct
+import threading
+import time
+
+import pytest
+import torch
+
+from validator import sandbox
+from validator.batch.slot import safe_answers
+from validator.batch.submissions import Submission
+from validator.intake import (MAX_ANSWERS_BYTES, MAX_SOURCE_BYTES, IntakeError, parse_answers,
+                              read_submission_file)
+from validator.questions import AnswersError
+from validator.worker.client import Worker, WorkerFailure
+from validator.worker.protocol import REPLY_CAP_BYTES, ProtocolError, Reader, pack
+
+SECRET = "s3cret-" + os.urandom(4).hex()
+
+
+# -- files -------------------------------------------------------------------------------------
+def test_regular_file_is_read_whole(tmp_path):
+    path = tmp_path / "layers.py"
+    path.write_bytes(b"x = 1\n")
+    assert read_submission_file(path, cap=6) == b"x = 1\n"
+
+
+def test_symlink_is_refused_without_reading_its_target(tmp_path):
+    target = tmp_path / "other.yaml"
+    target.write_text(f"secret: {SECRET}\n")
+    link = tmp_path / "answers.yaml"
+    link.symlink_to(target)
+    with pytest.raises(IntakeError, match="symbolic link") as info:
+        read_submission_file(link, cap=1 << 20)
+    assert SECRET not in str(info.value) and str(target) not in str(info.value)
+
+
+def test_proc_link_and_folder_and_fifo_are_refused(tmp_path):
+    (tmp_path / "environ").symlink_to("/proc/self/environ")
+    with pytest.raises(IntakeError, match="symbolic link"):
+        read_submission_file(tmp_path / "environ", cap=1 << 20)
+    with pytest.raises(IntakeError, match="folder"):
+        read_submission_file(tmp_path, cap=1 << 20)
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(IntakeError, match="not a regular file"):
+        read_submission_file(tmp_path / "pipe", cap=1 << 20)
+
+
+def test_size_is_counted_on_bytes_read_not_stat():
+    # /proc files stat as 0 bytes but hold content: the cap must still apply.
+    assert os.stat("/proc/self/status").st_size == 0
+    with pytest.raises(IntakeError, match="larger than"):
+        read_submission_file("/proc/self/status", cap=16)
+
+
+def test_oversized_source_is_refused_after_reading_at_most_the_cap(tmp_path):
+    path = tmp_path / "layers.py"
+    with open(path, "wb") as fh:
+        fh.truncate(50 << 20)  # 50 MB (sparse): never read in full
+    started = time.perf_counter()
+    with pytest.raises(IntakeError, match="larger than 1 MiB"):
+        read_submission_file(path, cap=MAX_SOURCE_BYTES, what="layers.py")
+    assert time.perf_counter() - started < 1.0
+
+
+def test_submission_with_an_oversized_helper_or_layers_is_not_graded(tmp_path):
+    (tmp_path / "layers.py").write_text("x = 1\n")
+    (tmp_path / "helper.py").write_bytes(b"#" * (MAX_SOURCE_BYTES + 1))
+    files, problems = Submission("s", tmp_path).intake()
+    assert "helper.py" not in files and problems == ["helper.py is larger than 1 MiB, the limit for a "
+                                                     "submitted file: not graded"]
+    (tmp_path / "helper.py").unlink()
+    files, problems = Submission("s", tmp_path).intake()
+    assert set(files) == {"layers.py"} and problems == []
+
+
+# -- answers -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("text", ["[" * 30_000, "{a: " * 15_000, "- " * 30_000,
+                                  "".join(" " * i + f"k{i}:\n" for i in range(300))],
+                         ids=["flow-sequences", "flow-mappings", "block-sequences", "block-mappings"])
+def test_deeply_nested_answers_are_refused_fast(text):
+    started = time.perf_counter()
+    with pytest.raises(IntakeError, match="nested more than"):
+        parse_answers(text)
+    assert time.perf_counter() - started < 0.5
+
+
+def test_answers_size_cap_and_aliases():
+    with pytest.raises(IntakeError, match="larger than 64 KiB"):
+        parse_answers("a: {q: " + "x" * MAX_ANSWERS_BYTES + "}\n")
+    with pytest.raises(IntakeError, match="aliases"):
+        parse_answers("c:\n  a: &x 1\n  b: *x\n")
+
+
+def test_brackets_inside_quotes_and_comments_are_plain_text():
+    text = "token_embedding:\n  q1: '[[[[[[[[[[[['\n  q2: \"{{{{{{{{{{{\" # [[[[[[[[[[[[[[\n"
+    assert parse_answers(text) == {"token_embedding": {"q1": "[" * 12, "q2": "{" * 11}}
+
+
+@pytest.mark.parametrize("target", ["other", "root_only", "/proc/self/environ"])
+def test_symlinked_answers_earn_nothing_and_quote_nothing(tmp_path, target):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "answers.yaml").write_text(f"token_embedding:\n  q1: {SECRET}\n")
+    secret_file = tmp_path / "root_only.yaml"
+    secret_file.write_text(f"token_embedding:\n  q1: {SECRET}\n")
+    secret_file.chmod(0o600)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    link = {"other": other / "answers.yaml", "root_only": secret_file}.get(target, target)
+    (mine / "answers.yaml").symlink_to(link)
+    os.environ["INTAKE_TEST_SECRET"] = SECRET  # lands in /proc/self/environ
+    try:
+        with pytest.raises(AnswersError, match="symbolic link") as info:
+            safe_answers(mine / "answers.yaml", [])
+    finally:
+        del os.environ["INTAKE_TEST_SECRET"]
+    assert SECRET not in str(info.value)
+
+
+# -- worker replies ----------------------------------------------------------------------------
+def _read(raw: bytes, **caps):
+    """Read one message from a pipe fed by a thread (a reply may be larger than the pipe's buffer)."""
+    r, w = os.pipe()
+
+    def feed():
+        try:
+            os.write(w, raw)
+        except OSError:
+            pass  # the reader refused the message and closed its end
+        finally:
+            os.close(w)
+
+    thread = threading.Thread(target=feed)
+    thread.start()
+    try:
+        return Reader(r, **caps).read(deadline=time.monotonic() + 5)
+    finally:
+        os.close(r)
+        thread.join()
+
+
+def _message(header: bytes, tail: bytes = b"") -> bytes:
+    return struct.pack("<I", len(header)) + header + tail
+
+
+def test_reply_header_must_be_an_object():
+    with pytest.raises(ProtocolError, match="JSON list"):
+        _read(_message(b'[{"ok": true}]'))
+
+
+def test_deeply_nested_reply_is_refused_fast():
+    started = time.perf_counter()
+    with pytest.raises(ProtocolError, match="nested"):
+        _read(_message(b"[" * 100_000 + b"]" * 100_000))
+    with pytest.raises(ProtocolError, match="nested"):
+        _read(_message(b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"))
+    with pytest.raises(ProtocolError, match="nested deeper than 64"):
+        _read(_message(b'{"a": ' + b"[" * 70 + b"]" * 70 + b"}"), max_depth=64)
+    assert _read(_message(b'{"a": ' + b"[" * 60 + b"]" * 60 + b"}"), max_depth=64)["a"]
+    assert time.perf_counter() - started < 1.0
+
+
+def test_oversized_reply_is_refused_before_it_is_read():
+    header = json.dumps({"ok": True, "output": {"__tensor__": 0, "dtype": "uint8", "shape": [1 << 30]}}).encode()
+    started = time.perf_counter()
+    with pytest.raises(ProtocolError, match="larger than the grader accepts"):
+        # claims a 1 GiB buffer and sends none of it: refused on the length alone
+        _read(_message(header, struct.pack("<Q", 1 << 30)), max_bytes=REPLY_CAP_BYTES)
+    with pytest.raises(ProtocolError, match="header of"):
+        _read(struct.pack("<I", 64 << 20), max_bytes=REPLY_CAP_BYTES, max_header=4 << 20)
+    assert time.perf_counter() - started < 1.0
+
+
+def test_reply_fields_of_the_wrong_type_are_protocol_errors():
+    for header in ({"x": {"__float__": []}}, {"x": {"__dtype__": [1]}},
+                   {"x": {"__tensor__": 0, "dtype": ["f"], "shape": [1]}}):
+        with pytest.raises(ProtocolError):
+            _read(_message(json.dumps(header).encode(), struct.pack("<Q", 4) + b"\0" * 4))
+
+
+def test_one_buffer_cannot_back_two_tensors():
+    data = bytearray(pack({"a": torch.zeros(2)}))
+    header = json.dumps({"a": {"__tensor__": 0, "dtype": "float32", "shape": [2]},
+                         "b": {"__tensor__": 0, "dtype": "float32", "shape": [2]}}).encode()
+    tail = data[4 + struct.unpack("<I", data[:4])[0]:]
+    with pytest.raises(ProtocolError, match="already used|missing"):
+        _read(_message(header, bytes(tail) + struct.pack("<Q", 8) + b"\0" * 8))
+
+
+# -- hangs -------------------------------------------------------------------------------------
+class _HangingWorker(Worker):
+    """A worker whose calls to ``Slow`` time out; counts what reached the process."""
+
+    def __init__(self):
+        super().__init__(__file__)
+        self.sent: list[str] = []
+
+    def _ensure_loaded(self):
+        return {"ok": True}
+
+    def _roundtrip(self, message, timeout, doing):
+        entry = {"execute": lambda: message["call"]["entry"], "execute_many": lambda: message["calls"][0]["entry"],
+                 "describe": lambda: message["names"][-1]}[message["op"]]()
+        self.sent.append(entry)
+        if entry == "Slow":
+            raise WorkerFailure("timeout", f"no answer after {timeout:g} s while {doing}")
+        return {"ok": True}
+
+
+def test_a_timed_out_entry_is_not_called_again():
+    worker = _HangingWorker()
+    worker.current_check = "token_embedding/matches_reference"
+    with pytest.raises(WorkerFailure, match="no answer"):
+        worker.request({"op": "execute", "call": {"entry": "Slow"}}, 10)
+    worker.current_check = "token_embedding/weight_gradient"
+    with pytest.raises(WorkerFailure, match="not run: Slow already timed out in check "
+                                            "token_embedding/matches_reference; see there"):
+        worker.request({"op": "execute_many", "calls": [{"entry": "Slow"}, {"entry": "Fast"}]}, 10)
+    assert worker.request({"op": "execute", "call": {"entry": "Fast"}}, 10) == {"ok": True}
+    with pytest.raises(WorkerFailure, match="not run: Slow already timed out"):
+        worker.request({"op": "describe", "names": ["Fast", "Slow"]}, 10)  # the next challenge's probe
+    assert worker.sent == ["Slow", "Fast"]
+    worker.close()
+
+
+# -- state left behind -------------------------------------------------------------------------
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+@pytest.mark.skipif(not sandbox.capabilities()["setuid"] or sandbox._KEYCTL is None,
+                    reason="needs root and keyctl")
+def test_sweep_empties_the_slot_uids_keyrings():
+    uid = sandbox.FIRST_UID + sandbox.UID_SLOTS - 1
+    found = []
+    r, w = os.pipe()
+
+    def add():
+        _libc.syscall(ctypes.c_long(248), b"user", b"intake-test", SECRET.encode(), ctypes.c_size_t(len(SECRET)),
+                      ctypes.c_long(sandbox.KEY_SPEC_USER_KEYRING))
+
+    def search():
+        key = _libc.syscall(ctypes.c_long(sandbox._KEYCTL), ctypes.c_long(10),
+                            ctypes.c_long(sandbox.KEY_SPEC_USER_KEYRING), b"user", b"intake-test", ctypes.c_long(0))
+        os.write(w, b"1" if key > 0 else b"0")
+
+    sandbox._as_uid(uid, add)
+    sandbox._as_uid(uid, search)
+    found.append(os.read(r, 1))
+    sandbox.sweep(uid)
+    sandbox._as_uid(uid, search)
+    found.append(os.read(r, 1))
+    os.close(r)
+    os.close(w)
+    assert found == [b"1", b"0"]  # the key was there for the same uid, and the sweep removed it
+
+
+def test_a_request_to_a_worker_that_stops_reading_times_out():
+    """A full request pipe (the worker stuck writing replies nobody reads) must not block the grader."""
+    from validator.worker.protocol import ChannelTimeout, write_message
+
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    started = time.perf_counter()
+    try:
+        with pytest.raises(ChannelTimeout):
+            write_message(w, {"x": torch.zeros(1 << 18)}, time.monotonic() + 0.3)  # 1 MiB, nobody reads
+    finally:
+        os.close(r)
+        os.close(w)
+    assert time.perf_counter() - started < 2.0
+
+
+def test_a_reply_to_another_request_is_a_protocol_failure():
+    """Replies carry the number of the request they answer; a forged or left-over one is refused."""
+    from validator.worker.protocol import write_message
+
+    worker = Worker(__file__)
+    req_r, worker.req_fd = os.pipe()
+    resp_r, resp_w = os.pipe()
+    worker.reader = Reader(resp_r)
+    worker.proc = None
+    try:
+        write_message(resp_w, {"ok": True, "seq": 41})  # left in the pipe before the request is sent
+        with pytest.raises(WorkerFailure, match="does not answer the request"):
+            worker._roundtrip({"op": "describe", "names": []}, 2, "inspecting layers.py")
+    finally:
+        for fd in (req_r, resp_w):
+            os.close(fd)
+        worker.close()

@@ -88,3 +88,13 @@ def test_explanation_only_after_a_graded_answer():
     assert grade_question(CHOICE, None, key).explanation is None
     assert grade_question(CHOICE, "z", key).explanation is None
     assert grade_question(CHOICE, "a", key).explanation == "because"
+
+
+def test_the_answer_key_is_accepted_as_answers():
+    """The authoring loop grades the reference with `--answers reference/answer_key.yaml`."""
+    from pathlib import Path
+
+    key = Path(__file__).resolve().parents[1] / "reference" / "answer_key.yaml"
+    answers = load_answers(key)
+    assert answers["token_embedding"]["gpt2_token_table_params"] == 38597376
+    assert answers["token_embedding"]["negative_id_wraps"] == "a"

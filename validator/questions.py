@@ -25,9 +25,13 @@ def load_answers(path: Path | None) -> dict[str, dict[str, Any]]:
     if path is None or not os.path.lexists(path):
         return {}
     try:
-        return read_answers(path)
+        answers = read_answers(path)
     except IntakeError as exc:
         raise AnswersError(str(exc)) from None
+    # The answer key has the same layout with `{answer, explanation}` per question: read its answers,
+    # so that an instructor can grade the reference with `--answers reference/answer_key.yaml`.
+    return {cid: {qid: value["answer"] if isinstance(value, dict) and "answer" in value else value
+                  for qid, value in questions.items()} for cid, questions in answers.items()}
 
 
 def load_key(path: Path) -> dict[str, dict[str, dict[str, Any]]]:

@@ -149,6 +149,9 @@ def install_thread_counter() -> None:
 
 
 _COMPOSITE: dict[str, bool] = {}
+# Ops torch itself runs with the Python dispatch key excluded (``torch.tensor(data)`` detaches its
+# fresh tensor that way). They change autograd metadata only: no values are computed.
+_METADATA_ONLY = {"aten::detach_", "aten::detach", "aten::alias", "aten::lift_fresh", "aten::lift"}
 
 
 def _may_vanish(op_name: str) -> bool:
@@ -234,6 +237,8 @@ class Observation:
             if event.name == marker:
                 return
             if event.name.startswith("aten::"):
+                if event.name in _METADATA_ONLY:
+                    return
                 if not marked(event) and (event.cpu_children or not _may_vanish(event.name)):
                     unseen[event.name] = unseen.get(event.name, 0) + 1
                 return

@@ -234,3 +234,37 @@ def test_each_evasion_is_caught_by_the_check_it_evades(challenge, name, must):
     path = IMPLEMENTATIONS / challenge / "broken" / name
     (result,) = grade_file(path, challenge)
     _assert_caught_within(path, result, must=must)
+
+
+# -- drawn sizes and sampled outputs are validated when the spec loads ----------------------------------
+def test_drawn_sizes_are_validated_and_drawn_from_the_seed():
+    import random
+
+    from validator.checks.performance import Size
+
+    size = Size(dims={"num_embeddings": [10, 20], "embedding_dim": 4}, shapes={"token_ids": [[2, 3], 8]})
+    draws = {tuple(sorted(size.draw(random.Random(s))[0].items())) for s in range(20)}
+    assert len(draws) > 1 and all(10 <= dict(d)["num_embeddings"] <= 20 for d in draws)
+    assert size.draw(random.Random(5)) == size.draw(random.Random(5))
+    assert all(s[1] == 8 and 2 <= s[0] <= 3 for s in (size.draw(random.Random(i))[1]["token_ids"] for i in range(9)))
+    with pytest.raises(ValidationError, match="low, high"):
+        Size(dims={"num_embeddings": [20, 10]})
+
+
+def test_sample_output_needs_an_entry_called_with_token_ids(tmp_path):
+    from validator.spec import SpecError, load_challenge
+
+    spec = tmp_path / "c.yaml"
+    spec.write_text("""\
+id: c
+title: C
+entries:
+  f: {kind: function, call: [x]}
+dims: {n: [1, 4]}
+inputs:
+  x: {type: float, shape: [n]}
+checks:
+  - {id: init, kind: init, test: init_independent, parameter: w, sample: output}
+""")
+    with pytest.raises(SpecError, match="sample: output"):
+        load_challenge(spec)

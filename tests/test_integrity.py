@@ -145,7 +145,13 @@ def test_popped_dispatch_mode_is_tampered_evidence():
     assert any("never saw" in t and "aten.embedding" in t for t in result["tampered"]), result["tampered"]
 
 
-def test_thread_started_in_forward_is_tampered_evidence():
+def test_thread_started_in_forward_is_tampered_evidence(monkeypatch):
+    import _thread
+
+    # the counter patches thread starts process-wide: undo it, so other tests in this process see torch as is
+    monkeypatch.setattr(_thread, "start_new_thread", _thread.start_new_thread)
+    monkeypatch.setattr(threading, "_start_new_thread", threading._start_new_thread)
+    monkeypatch.setattr(runner, "_THREADS_STARTED", [0])
     runner.install_thread_counter()
 
     def threaded(ids, w):

@@ -194,6 +194,7 @@ def _assert_caught_within(path, result, must=()):
         assert check in lost, f"{path.name}: {check} should fail:\n{describe_failures(result)}"
 
 
+@pytest.mark.thorough
 def test_helper_module_mutant_is_caught_in_the_helper():
     path = IMPLEMENTATIONS / "token_embedding" / "broken" / "helper_module_lookup" / "layers.py"
     (result,) = grade_file(path, "token_embedding", checks=["no_library_embedding_source"])

@@ -11,9 +11,13 @@ def test_aliases_are_followed():
     assert [(line, api) for line, _, api in hits] == [(3, "torch.nn.functional.embedding"), (4, "torch.nn.Embedding")]
 
 
-def test_from_import_is_caught():
-    hits = find_forbidden("from torch.nn.functional import embedding as lookup\n", BANNED)
-    assert hits and hits[0][2] == "torch.nn.functional.embedding"
+def test_from_import_is_caught_where_it_is_used():
+    hits = find_forbidden("from torch.nn.functional import embedding as lookup\nout = lookup(i, w)\n", BANNED)
+    assert [(line, api) for line, _, api in hits] == [(2, "torch.nn.functional.embedding")]
+
+
+def test_unused_import_is_not_a_use():
+    assert find_forbidden("from torch.nn import Embedding\nimport torch\nx = torch.zeros(2)\n", BANNED) == []
 
 
 def test_plain_torch_embedding():

@@ -121,9 +121,9 @@ def test_csv_gradebook_rows_and_columns():
         profile="batch")
     text = grades_csv([("zed", b), ("=HYPERLINK(evil)", a)], challenges=["tied_lm_head", "token_embedding"])
     rows = list(csv.reader(io.StringIO(text)))
-    assert rows[0] == ["name", "score", "max_score", "tied_lm_head", "token_embedding"]
-    assert rows[1] == ["'=HYPERLINK(evil)", "3", "12", "0", "3"]
-    assert rows[2] == ["zed", "1", "9", "", "1"]
+    assert rows[0] == ["name", "score", "max_score", "tied_lm_head", "token_embedding", "review"]
+    assert rows[1] == ["'=HYPERLINK(evil)", "3", "12", "0", "3", ""]
+    assert rows[2] == ["zed", "1", "9", "", "1", ""]
 
 
 def test_report_round_trips_through_json():

@@ -66,6 +66,7 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
     started = time.perf_counter()
     base = dict(id=check.id, kind=check.kind, max_score=check.points, title=check.title)
     status, message = "passed", ""
+    review: list[str] = []
     if ctx.frozen is not None or ctx.recorder is not None:
         from validator.instructor.fixtures import DEFERRED, live_only
 
@@ -86,6 +87,7 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
         status, message = "skipped", str(exc)
     except CheckFailed as exc:
         status, message = "failed", str(exc)
+        review = list(getattr(exc, "review", None) or [])  # evidence of evasion: a person should look
     except CheckErrored as exc:
         status, message = "error", str(exc)
     except WorkerFailure as exc:
@@ -113,7 +115,7 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
     if check.hint and status in ("failed", "advisory", "error") and check.hint not in message:
         message += f"\n  hint: {check.hint}"
     score = check.points if status == "passed" else 0.0
-    return CheckResult(status=status, score=score, message=message,
+    return CheckResult(status=status, score=score, message=message, review=review,
                        reproduce=None if status == "passed" else
                        reproduce_command(ctx.challenge.id, check.id, ctx.seed, student_arg, ctx.device),
                        duration_s=round(time.perf_counter() - started, 3), **base)

@@ -26,6 +26,8 @@ class CheckResult:
     reproduce: str | None = None
     explanation: str | None = None
     duration_s: float = 0.0
+    # Why a person should look at this submission (evidence of evading the grader); empty when none.
+    review: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -55,9 +57,14 @@ class ChallengeResult:
     def ok(self) -> bool:
         return all(c.ok for c in self.checks)
 
+    @property
+    def review(self) -> list[str]:
+        """``check: reason`` for every reason a check gave to have a person review the submission."""
+        return [f"{c.id}: {r}" for c in self.checks for r in c.review]
+
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "title": self.title, "score": self.score,
-                "max_score": self.max_score, "problem": self.problem,
+                "max_score": self.max_score, "problem": self.problem, "review": self.review,
                 "checks": [c.to_dict() for c in self.checks]}
 
 
@@ -82,9 +89,14 @@ class Report:
     def ok(self) -> bool:
         return all(c.ok for c in self.challenges)
 
+    @property
+    def review(self) -> list[str]:
+        """``challenge/check: reason`` for every reason to have a person review this submission."""
+        return [f"{c.id}/{r}" for c in self.challenges for r in c.review]
+
     def to_dict(self) -> dict[str, Any]:
         return {"score": self.score, "max_score": self.max_score,
                 "seed": self.seed, "student": self.student,
                 "profile": self.profile, "duration_s": round(self.duration_s, 3),
-                "notes": list(self.notes),
+                "notes": list(self.notes), "review": self.review,
                 "challenges": [c.to_dict() for c in self.challenges]}

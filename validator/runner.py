@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import secrets
+import threading
 import time
 import traceback
 import weakref
@@ -51,10 +53,16 @@ def exception_info(exc: BaseException, origin: str | None = None) -> dict:
 
 
 class OpRecorder(TorchDispatchMode):
-    """Counts aten ops and tracks the peak of live tensor bytes they allocate."""
+    """Counts aten ops and tracks the peak of live tensor bytes they allocate.
 
-    def __init__(self, track_memory: bool = False):
+    With a ``marker`` (a name unknown to the student's code), every op it sees is also
+    wrapped in a profiler range of that name, so :class:`Observation` can tell the
+    ops this recorder saw from ops that ran while it was switched off.
+    """
+
+    def __init__(self, track_memory: bool = False, marker: str | None = None):
         super().__init__()
+        self.marker = marker
         self.counts: dict[str, int] = {}
         self.track_memory = track_memory
         self.live = 0
@@ -64,7 +72,11 @@ class OpRecorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = str(func.overloadpacket).replace("aten::", "aten.")
         self.counts[name] = self.counts.get(name, 0) + 1
-        out = func(*args, **(kwargs or {}))
+        if self.marker is not None:
+            with torch.autograd.profiler.record_function(self.marker):
+                out = func(*args, **(kwargs or {}))
+        else:
+            out = func(*args, **(kwargs or {}))
         if self.track_memory:
             for t in _tensors_in(out):
                 self._track(t)
@@ -103,6 +115,152 @@ def _tensors_in(obj: Any):
     elif isinstance(obj, (list, tuple)):
         for v in obj:
             yield from _tensors_in(v)
+
+
+# -- evidence that holds against code that tries to switch the recorder off --------------
+
+_THREADS_STARTED = [0]  # bumped by every Python-level thread start once install_thread_counter() ran
+
+
+def install_thread_counter() -> None:
+    """Count thread starts (``threading`` and ``_thread`` alike); the worker calls this before importing students."""
+    import _thread
+
+    if getattr(_thread.start_new_thread, "_validator_counted", False):
+        return
+    original = _thread.start_new_thread
+
+    def start_new_thread(*args, **kwargs):
+        _THREADS_STARTED[0] += 1
+        return original(*args, **kwargs)
+
+    start_new_thread._validator_counted = True
+    _thread.start_new_thread = start_new_thread
+    if hasattr(threading, "_start_new_thread"):
+        threading._start_new_thread = start_new_thread
+    joinable = getattr(_thread, "start_joinable_thread", None)  # Python >= 3.13 starts threads here
+    if joinable is not None:
+        def start_joinable_thread(*args, **kwargs):
+            _THREADS_STARTED[0] += 1
+            return joinable(*args, **kwargs)
+        _thread.start_joinable_thread = start_joinable_thread
+        if hasattr(threading, "_start_joinable_thread"):
+            threading._start_joinable_thread = start_joinable_thread
+
+
+_COMPOSITE: dict[str, bool] = {}
+# Ops torch itself runs with the Python dispatch key excluded (``torch.tensor(data)`` detaches its
+# fresh tensor that way). They change autograd metadata only: no values are computed.
+_METADATA_ONLY = {"aten::detach_", "aten::detach", "aten::alias", "aten::lift_fresh", "aten::lift"}
+
+
+def _may_vanish(op_name: str) -> bool:
+    """Whether an aten op may decompose into no op at all (``aten::to`` to the same dtype, ...)."""
+    if op_name not in _COMPOSITE:
+        found = False
+        packet = getattr(torch.ops.aten, op_name.removeprefix("aten::"), None)
+        try:
+            for overload in (packet.overloads() if packet is not None else []):
+                qualified = getattr(packet, overload).name()
+                if torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "CompositeImplicitAutograd"):
+                    found = True
+                    break
+        except Exception:  # noqa: BLE001 - an op torch cannot describe is not excused
+            found = False
+        _COMPOSITE[op_name] = found
+    return _COMPOSITE[op_name]
+
+
+class Observation:
+    """Watches a recorded forward/backward for signs that the recorder was bypassed.
+
+    Three independent signals: a thread started (or still running) that the dispatch
+    mode, being thread-local, cannot see into; the dispatch-mode stack changed; and
+    ops that torch's own profiler saw run outside any op the recorder saw. The
+    profiler's callbacks live in C++ and are not reachable through the mode stack.
+    """
+
+    def __init__(self, recorder: OpRecorder):
+        self.recorder = recorder
+        self.problems: list[str] = []
+        self.profiled: dict[str, int] = {}
+        self._profiler = None
+
+    def __enter__(self):
+        from torch.profiler import ProfilerActivity, profile
+
+        self._threads = _THREADS_STARTED[0]
+        self._profiler = profile(activities=[ProfilerActivity.CPU])
+        self._profiler.__enter__()
+        self.recorder.__enter__()
+        self._stack = _mode_stack()
+        return self
+
+    def check_modes(self, when: str) -> None:
+        """Call with the recorder still pushed: the stack must be exactly as it was entered."""
+        stack = _mode_stack()
+        if stack != self._stack and not any(when in p for p in self.problems):
+            self.problems.append(f"the dispatch-mode stack changed during {when} "
+                                 f"({len(self._stack)} mode(s) before, {len(stack)} after)")
+
+    def __exit__(self, *exc):
+        try:
+            self.recorder.__exit__(*exc)
+        finally:
+            self._profiler.__exit__(None, None, None)
+        if exc[0] is not None:
+            return False
+        started = _THREADS_STARTED[0] - self._threads
+        if started:
+            self.problems.append(f"{started} thread(s) started during forward/backward")
+        elif _THREADS_STARTED[0]:
+            self.problems.append(f"{_THREADS_STARTED[0]} thread(s) started by your code before forward/backward "
+                                 "(work handed to another thread is invisible to the op recorder)")
+        elif getattr(threading._start_new_thread, "_validator_counted", False) and threading.active_count() > 1:
+            self.problems.append(f"{threading.active_count() - 1} other Python thread(s) alive during forward/backward")
+        self._compare_with_profiler()
+        return False
+
+    def _compare_with_profiler(self) -> None:
+        marker = self.recorder.marker
+        unseen: dict[str, int] = {}
+        try:
+            events = self._profiler.events()
+        except Exception as exc:  # noqa: BLE001 - no profile is itself suspicious
+            self.problems.append(f"torch's profiler recorded nothing ({type(exc).__name__})")
+            return
+
+        def marked(event) -> bool:
+            return event.name == marker or any(marked(c) for c in event.cpu_children)
+
+        def visit(event) -> None:
+            if event.name == marker:
+                return
+            if event.name.startswith("aten::"):
+                if event.name in _METADATA_ONLY:
+                    return
+                if not marked(event) and (event.cpu_children or not _may_vanish(event.name)):
+                    unseen[event.name] = unseen.get(event.name, 0) + 1
+                return
+            for child in event.cpu_children:
+                visit(child)
+
+        for event in events:
+            if event.cpu_parent is None:
+                visit(event)
+        for event in events:  # every aten op, nested ones included, for the forbidden lists
+            if event.name.startswith("aten::"):
+                self.profiled[event.name] = self.profiled.get(event.name, 0) + 1
+        if unseen:
+            shown = ", ".join(f"{k.replace('aten::', 'aten.')} x{v}" for k, v in sorted(unseen.items())[:6])
+            self.problems.append(f"torch's profiler saw ops that the op recorder never saw ({shown}): "
+                                 "the recorder was switched off while they ran")
+
+
+def _mode_stack() -> list:
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    return [id(m) for m in _get_current_dispatch_mode_stack()]
 
 
 def describe_entry(obj: Any) -> dict:
@@ -285,15 +443,19 @@ def _execute(namespace: dict, call: dict, origin: str | None) -> dict:
         before = ({n: p.detach().clone() for n, p in module.named_parameters(remove_duplicate=False)}
                   if module is not None and "params_after" in want else None)
 
-        recorder = OpRecorder(track_memory=bool(call.get("track_memory"))) if (
+        recorder = OpRecorder(track_memory=bool(call.get("track_memory")),
+                              marker=f"validator::{secrets.token_hex(8)}") if (
             call.get("trace_ops") or call.get("track_memory")) else None
+        observation = Observation(recorder) if recorder is not None else None
         repeat = max(1, int(call.get("repeat", 1)))
         if seed is not None:
             torch.manual_seed(int(seed) + 1)
         started = time.perf_counter()
-        with (recorder if recorder is not None else contextlib.nullcontext()):
+        with (observation if observation is not None else contextlib.nullcontext()):
             for _ in range(repeat):
                 output = _stage("forward", origin, fn, *inputs)
+                if observation is not None:
+                    observation.check_modes("forward")
                 if not isinstance(output, torch.Tensor):
                     raise StudentError("forward", {
                         "type": "TypeError", "mro": ["TypeError"],
@@ -318,10 +480,14 @@ def _execute(namespace: dict, call: dict, origin: str | None) -> dict:
                                        f"{tuple(grad_output.shape)}, so no gradient can flow back"})
                     _stage("backward", origin, output.backward,
                            grad_output.to(dtype=output.dtype, device=output.device))
+                    if observation is not None:
+                        observation.check_modes("backward")
         result["seconds"] = time.perf_counter() - started
         if recorder is not None:
             result["ops"] = dict(recorder.counts)
             result["peak_bytes"] = int(recorder.peak)
+            result["profiled_ops"] = {k.replace("aten::", "aten."): v for k, v in observation.profiled.items()}
+            result["tampered"] = list(observation.problems)
         result["output_requires_grad"] = bool(output.requires_grad)
         result["output_is_subclass"] = type(output) is not torch.Tensor
         if "output" in want:

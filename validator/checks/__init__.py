@@ -135,7 +135,10 @@ def for_all(ctx: Context, check: CheckSpec, strategy, body: Callable[[Any], None
         raise CheckErrored(f"{exc}\n  input: {case.summary()}") from None
     except (CheckFailed, CheckErrored) as exc:
         case = state["last"]
-        raise type(exc)(f"{exc}\n  minimal failing input: {case.summary()}") from None
+        again = type(exc)(f"{exc}\n  minimal failing input: {case.summary()}")
+        if hasattr(exc, "review"):
+            again.review = exc.review  # a finding that marks the submission for review keeps its reasons
+        raise again from None
     except HypothesisException as exc:
         raise RuntimeError(f"hypothesis could not run this check: {exc}") from None
     return state["runs"]

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
+import fnmatch
 
 import torch
 
@@ -11,70 +10,102 @@ from validator.cases import case_strategy
 from validator.checks import Params, for_all, register
 from validator.checks.common import CheckFailed, entry_of, run_student
 from validator.context import Context
+from validator.integrity import CONSTRUCTS, Finding, Unreadable, scan_source, scan_submission
 from validator.spec.schema import CheckSpec
 
 
-def _dotted(node: ast.AST) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
 def find_forbidden(source: str, forbidden: list[str]) -> list[tuple[int, str, str]]:
-    """(line, code, api) for each use of a forbidden dotted name, following import aliases."""
-    tree = ast.parse(source)
-    aliases: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            for a in node.names:
-                aliases[a.asname or a.name] = f"{node.module}.{a.name}"
-    lines = source.splitlines()
-    hits: list[tuple[int, str, str]] = []
-    seen: set[tuple[int, str]] = set()
-    banned = set(forbidden)
-    for node in ast.walk(tree):
-        names: list[str] = []
-        if isinstance(node, (ast.Attribute, ast.Name)):
-            dotted = _dotted(node)
-            if dotted:
-                head, _, rest = dotted.partition(".")
-                full = aliases.get(head, head) + (f".{rest}" if rest else "")
-                names.append(full)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.extend(f"{node.module}.{a.name}" for a in node.names)
-        for full in names:
-            full = full.replace("torch.nn.modules.sparse.", "torch.nn.")
-            if full in banned and (node.lineno, full) not in seen:
-                seen.add((node.lineno, full))
-                hits.append((node.lineno, lines[node.lineno - 1].strip() if node.lineno <= len(lines) else "", full))
-    return sorted(hits)
+    """(line, code, api) for each use of a forbidden dotted name (or pattern), following import aliases.
+
+    An import that is never used is not a use (see :func:`validator.integrity.scan_source`).
+    """
+    return [(f.line, f.code, f.what) for f in scan_source(source, forbidden, allow=set(CONSTRUCTS))
+            if not f.construct and not f.unused_import]
+
+
+class ReviewFailure(CheckFailed):
+    """A failure that also marks the submission for a person to look at (evidence of evasion)."""
+
+    def __init__(self, message: str, review: list[str] | None = None):
+        super().__init__(message)
+        self.review = list(review or [])
 
 
 class SourceParams(Params):
     apis: list[str] | None = None
+    integrity: bool = True  # also fail on the integrity scan's findings (threads, exec, torch internals, ...)
+
+
+def _findings(ctx: Context, banned: list[str]) -> list[Finding]:
+    try:
+        return scan_submission(ctx.student_file, banned, set(ctx.challenge.forbidden.integrity.allow))
+    except Unreadable as exc:
+        raise CheckFailed(f"{exc}: the source cannot be checked") from None
+
+
+def _raise_for(found: list[Finding], banned_note: str) -> None:
+    constructs = [f for f in found if f.construct]
+    apis = [f for f in found if not f.construct]
+    parts = []
+    if apis:
+        parts.append("; ".join(f.describe() for f in apis[:5]) + banned_note)
+    if constructs:
+        parts.append("constructs a layer has no use for, which could hide what the code does from the grader: "
+                     + "; ".join(f.describe() for f in constructs[:5])
+                     + (f" (and {len(constructs) - 5} more)" if len(constructs) > 5 else "")
+                     + ". Remove them; a person will review this submission")
+    message = ". ".join(parts)
+    if constructs:
+        raise ReviewFailure(message, [f.describe() for f in constructs])
+    raise CheckFailed(message)
 
 
 @register("forbidden_source", SourceParams, uses_reference=False)
 def forbidden_source(ctx: Context, check: CheckSpec, p: SourceParams) -> str:
     banned = p.apis if p.apis is not None else ctx.challenge.forbidden.source
-    try:
-        source = Path(ctx.student_file).read_text(encoding="utf-8", errors="replace")
-        hits = find_forbidden(source, banned)
-    except SyntaxError as exc:
-        raise CheckFailed(f"layers.py does not parse: line {exc.lineno}: {exc.msg}") from None
-    if hits:
-        shown = "; ".join(f"line {line}: `{code}` uses {api}" for line, code, api in hits[:5])
-        raise CheckFailed(f"{shown}. This challenge is to write the lookup yourself: index the weight "
+    found = [f for f in _findings(ctx, banned) if not f.unused_import and (p.integrity or not f.construct)]
+    if found:
+        _raise_for(found, ". This challenge is to write the lookup yourself: index the weight "
                           "(weight[token_ids]) or use index_select instead")
-    return f"none of {', '.join(banned)}"
+    return f"none of {', '.join(banned)} in any file" + (", no integrity finding" if p.integrity else "")
+
+
+@register("integrity", Params, uses_reference=False)
+def integrity(ctx: Context, check: CheckSpec, p: Params) -> str:
+    """The integrity scan alone, for challenges without forbidden APIs."""
+    found = [f for f in _findings(ctx, []) if f.construct and not f.unused_import]
+    if found:
+        _raise_for(found, "")
+    return "no thread, process, dynamic code, torch internals or frame access in any file"
+
+
+@register("unused_imports", SourceParams, uses_reference=False)
+def unused_imports(ctx: Context, check: CheckSpec, p: SourceParams) -> str:
+    """Advice: a forbidden name imported and never used does nothing, but it invites the question."""
+    banned = p.apis if p.apis is not None else ctx.challenge.forbidden.source
+    found = [f for f in _findings(ctx, banned) if f.unused_import]
+    if found:
+        raise CheckFailed("; ".join(f.describe() for f in found[:5]) + ": delete the import (it does nothing, "
+                          "and using it would cost the constraint checks)")
+    return "no unused import of a forbidden name"
+
+
+def tamper_problems(result: dict) -> list[str]:
+    """What a worker reply says about the op recorder being bypassed."""
+    return [str(t) for t in (result.get("tampered") or [])]
+
+
+def raise_if_tampered(result: dict, doing: str) -> None:
+    problems = tamper_problems(result)
+    if problems:
+        raise ReviewFailure(f"the evidence from {doing} cannot be trusted: " + "; ".join(problems)
+                            + ". The op recorder must see every op of forward and backward, on this thread; "
+                            "a person will review this submission", [f"tampered evidence: {p}" for p in problems])
+
+
+def forbidden_in(ops: dict, banned: list[str]) -> list[str]:
+    """The op names (``aten.x``) that match an entry of ``banned``: a name or a glob like ``aten.*embedding*``."""
+    return sorted(op for op in ops if any(op == b or fnmatch.fnmatchcase(op, b) for b in banned))
 
 
 class RuntimeParams(Params):
@@ -95,9 +126,10 @@ def forbidden_runtime(ctx: Context, check: CheckSpec, p: RuntimeParams) -> str:
         ref = ctx.reference_call(probe)["output"]
         grad = torch.ones(ref.shape, dtype=ref.dtype)
         got = run_student(ctx, check, dict(probe, grad_output=grad, trace_ops=True))
-        used = sorted(op for op in got.get("ops", {}) if op in banned)
+        used = forbidden_in({**got.get("profiled_ops", {}), **got.get("ops", {})}, sorted(banned))
         if used:
             raise CheckFailed(f"your forward/backward ran {', '.join(used)}: a library embedding kernel did the "
                               "work (even if it is reached through an alias, getattr or nn.Embedding)")
+        raise_if_tampered(got, "tracing your forward/backward")
     runs = for_all(ctx, check, case_strategy(ctx.challenge, entry, p.inputs), body, p.max_examples)
     return f"traced {runs} forward/backward passes: no forbidden op"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import random
+from typing import Any, Literal, Optional, Union
 
 import torch
 
@@ -10,13 +11,17 @@ from validator.checks import Params, register
 from validator.checks.common import CheckFailed, entry_of, probe_case, probe_dims, run_student
 from validator.cases import fixed_case
 from validator.context import Context
-from validator.spec.schema import CheckSpec
+from validator.spec.schema import CheckSpec, resolve
 from validator.stats import Distribution, distribution_problems
 
 
 class InitParams(Params):
     parameter: str
-    dims: dict[str, int] = {}
+    # a dim is fixed, or [low, high]: drawn from the check's seed, so a layer cannot special-case the probe shape
+    dims: dict[str, Union[int, list[int]]] = {}
+    # "output": sample what the layer returns for every ID (the table it actually uses), not named_parameters(),
+    # which the module controls; for entries whose output for arange(ids) is the table (embeddings)
+    sample: Literal["parameter", "output"] = "parameter"
     distribution: dict[str, Any] = {}
     false_failure: float = 1e-6
     rows: Optional[list[int]] = None  # restrict to these rows (e.g. a padding row)
@@ -28,6 +33,14 @@ class InitParams(Params):
         if entry.kind == "module" and self.parameter not in entry.parameters:
             problems.append((("parameter",), f"{self.parameter!r} is not among the entry's parameters "
                              f"({', '.join(entry.parameters)})"))
+        for name, value in self.dims.items():
+            if isinstance(value, list) and (len(value) != 2 or not 1 <= value[0] <= value[1]):
+                problems.append((("dims", name), f"a drawn dim is [low, high] with 1 <= low <= high, got {value}"))
+        if self.sample == "output":
+            ids = [n for n in entry.call if challenge.inputs[n].type == "token_ids"]
+            if entry.kind != "module" or len(entry.call) != 1 or len(ids) != 1:
+                problems.append((("sample",), "sample: output needs a module called with token IDs only "
+                                 "(its output for every ID is its table)"))
         if check.test == "init_distribution":
             if not self.distribution:
                 problems.append((("distribution",), "init_distribution needs a `distribution`"))
@@ -41,19 +54,40 @@ class InitParams(Params):
         return problems
 
 
+def _dims(ctx: Context, check: CheckSpec, p: InitParams) -> dict[str, int]:
+    rng = random.Random(f"{ctx.check_seed(check.id)}/dims")
+    drawn = {k: (rng.randint(v[0], v[1]) if isinstance(v, list) else int(v)) for k, v in p.dims.items()}
+    return {**probe_dims(ctx), **drawn}
+
+
 def _build(ctx: Context, check: CheckSpec, p: InitParams, seed: int | None, dims: dict[str, int] | None = None) -> dict:
-    """A construct-only call; ``seed=None`` leaves torch's generator as the previous call left it."""
+    """A construct-only call (or, for ``sample: output``, construct and look up every ID);
+    ``seed=None`` leaves torch's generator as the previous call left it."""
     name, entry = entry_of(ctx, check)
-    case = fixed_case(ctx.challenge, entry, dims=dims or probe_dims(ctx), seed=0)
+    dims = dims or probe_dims(ctx)
+    case = fixed_case(ctx.challenge, entry, dims=dims, seed=0)
+    if p.sample == "output":
+        call = ctx.build_call(name, case, want=["output"], seed=seed, reseed=seed is not None)
+        (ids_name,) = entry.call
+        high = int(resolve(ctx.challenge.inputs[ids_name].high, case.dims))
+        call["inputs"] = [{"value": torch.arange(high), "requires_grad": False}]
+        return call
     return ctx.build_call(name, case, want=["params", "construct_only"], seed=seed, reseed=seed is not None)
 
 
 def _param(ctx: Context, result: dict, p: InitParams, name: str) -> torch.Tensor:
-    student_name = p.parameter  # replies are already renamed to the contract's names
-    params = result.get("params") or {}
-    if student_name not in params:
-        raise CheckFailed(f"no parameter `{p.parameter}` to inspect (found: {', '.join(params) or 'none'})")
-    t = params[student_name]
+    if p.sample == "output":
+        t = result.get("output")
+        if not isinstance(t, torch.Tensor) or t.dim() != 2:
+            raise CheckFailed(f"looking up every ID (0, 1, ..., n-1) returned "
+                              f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}, not a table")
+        t = t.detach()
+    else:
+        student_name = p.parameter  # replies are already renamed to the contract's names
+        params = result.get("params") or {}
+        if student_name not in params:
+            raise CheckFailed(f"no parameter `{p.parameter}` to inspect (found: {', '.join(params) or 'none'})")
+        t = params[student_name]
     if p.rows is not None:
         t = t[p.rows]
     elif p.exclude_rows:
@@ -62,18 +96,31 @@ def _param(ctx: Context, result: dict, p: InitParams, name: str) -> torch.Tensor
     return t
 
 
+def _finite(t: torch.Tensor, what: str) -> None:
+    if t.is_floating_point() and not torch.isfinite(t).all():
+        bad = int((~torch.isfinite(t)).sum())
+        raise CheckFailed(f"{what}: {bad} of {t.numel()} values are NaN or infinite (left uninitialised with "
+                          "torch.empty, or a division by zero?); an initialisation must be finite numbers")
+
+
+def _what(p: InitParams) -> str:
+    return f"the rows your layer returns for every ID" if p.sample == "output" else f"`{p.parameter}`"
+
+
 @register("init_distribution", InitParams, uses_reference=False)
 def init_distribution(ctx: Context, check: CheckSpec, p: InitParams) -> str:
     name, entry = entry_of(ctx, check)
-    dims = {**probe_dims(ctx), **p.dims}
+    dims = _dims(ctx, check, p)
     result = run_student(ctx, check, _build(ctx, check, p, ctx.check_seed(check.id), dims),
                          "building a large layer")
     sample = _param(ctx, result, p, name)
+    shown = ", ".join(f"{k}={v}" for k, v in dims.items() if k in p.dims)
     dist = Distribution.from_spec(p.distribution, tuple(ctx.expected_parameters(entry, dims)[p.parameter]))
     problems, facts = distribution_problems(sample, dist, p.false_failure)
     if problems:
-        raise CheckFailed(f"{p.parameter} {tuple(sample.shape)} should be {dist.describe()}: " + "; ".join(problems))
-    return f"{sample.numel()} values: " + ", ".join(facts)
+        raise CheckFailed(f"{_what(p)} ({p.parameter} {tuple(sample.shape)}, built with {shown}) should be "
+                          f"{dist.describe()}: " + "; ".join(problems))
+    return f"{sample.numel()} values ({shown}): " + ", ".join(facts)
 
 
 @register("init_independent", InitParams, uses_reference=False)
@@ -85,6 +132,8 @@ def init_independent(ctx: Context, check: CheckSpec, p: InitParams) -> str:
         if not r.get("ok"):
             raise CheckFailed("building the layer failed")
     a, b = _param(ctx, first, p, name), _param(ctx, second, p, name)
+    _finite(a, f"{_what(p)} of the first layer")
+    _finite(b, f"{_what(p)} of the second layer")
     if a.numel() > 1 and torch.equal(a, b):
         raise CheckFailed(f"two layers built one after the other have identical `{p.parameter}`: initialise from "
                           "torch's global random generator instead of a fixed seed or a constant")
@@ -101,7 +150,8 @@ def init_reproducible(ctx: Context, check: CheckSpec, p: InitParams) -> str:
         if not r.get("ok"):
             raise CheckFailed("building the layer failed")
     a, b = _param(ctx, first, p, name), _param(ctx, second, p, name)
-    if not torch.equal(torch.nan_to_num(a), torch.nan_to_num(b)):
+    _finite(a, f"{_what(p)} after torch.manual_seed({seed})")
+    if not torch.equal(a, b):
         raise CheckFailed(f"torch.manual_seed({seed}) before construction gave different `{p.parameter}` twice: draw "
                           "the initial values from torch's random generator (no time, no os.urandom, no numpy)")
     return f"torch.manual_seed({seed}) reproduces the weights"

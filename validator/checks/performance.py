@@ -5,33 +5,74 @@ dimension grows. The third compares wall time with the reference, generously.
 
 from __future__ import annotations
 
+import random
 import time
-from typing import Optional
+from typing import Optional, Union
 
 import torch
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from validator.cases import fixed_case
 from validator.checks import Params, register
 from validator.checks.common import CheckFailed, entry_of, run_student
+from validator.checks.constraint import raise_if_tampered
+from validator.compare import mismatch, tolerance_for
 from validator.context import Context
 from validator.spec.schema import CheckSpec
 
 
+Span = Union[int, list[int]]  # a fixed size, or [low, high] drawn from the run's seed
+
+
 class Size(BaseModel):
+    """Dims and input shapes of one performance run; a ``[low, high]`` pair is drawn from the check's seed,
+    so a layer cannot special-case the size it will be measured at."""
+
     model_config = ConfigDict(extra="forbid")
-    dims: dict[str, int] = {}
-    shapes: dict[str, list[int]] = {}
+    dims: dict[str, Span] = {}
+    shapes: dict[str, list[Span]] = {}
+
+    @field_validator("dims", "shapes")
+    @classmethod
+    def _spans(cls, v: dict, info) -> dict:
+        for name, value in v.items():
+            for span in (value if info.field_name == "shapes" else [value]):
+                if isinstance(span, list) and (len(span) != 2 or not 0 <= span[0] <= span[1]):
+                    raise ValueError(f"{name}: a drawn size is [low, high] with 0 <= low <= high, got {span}")
+        return v
+
+    def draw(self, rng: random.Random) -> tuple[dict[str, int], dict[str, list[int]]]:
+        def one(span):
+            return rng.randint(span[0], span[1]) if isinstance(span, list) else int(span)
+        dims = {k: one(v) for k, v in self.dims.items()}
+        shapes = {k: [one(s) for s in v] for k, v in self.shapes.items()}
+        return dims, shapes
 
 
-def _call(ctx: Context, check: CheckSpec, size: Size, seed: int = 0, **extra) -> dict:
+def _rng(ctx: Context, check: CheckSpec, salt: str) -> random.Random:
+    return random.Random(f"{ctx.check_seed(check.id)}/{salt}")
+
+
+def _call(ctx: Context, check: CheckSpec, size: Size, seed: int = 0, rng: random.Random | None = None,
+          **extra) -> dict:
     name, entry = entry_of(ctx, check)
-    case = fixed_case(ctx.challenge, entry, dims=size.dims, shapes=size.shapes, seed=seed)
+    dims, shapes = size.draw(rng or _rng(ctx, check, "size"))
+    case = fixed_case(ctx.challenge, entry, dims=dims, shapes=shapes, seed=seed)
     dtype = torch.get_default_dtype()
     state = ctx.make_state(entry, case.dims, seed, dtype) if entry.kind == "module" else None
     probe = ctx.build_call(name, case, want=["output"], state=state)
     ref = ctx.reference_call(probe)["output"]
-    return dict(probe, grad_output=torch.ones(ref.shape, dtype=ref.dtype), **extra)
+    call = dict(probe, grad_output=torch.ones(ref.shape, dtype=ref.dtype), **extra)
+    call["_dims"] = case.dims
+    return call
+
+
+def _observed(ctx: Context, check: CheckSpec, call: dict, doing: str = "running your code") -> dict:
+    """A traced run whose evidence was not tampered with (see validator.runner.Observation)."""
+    call = {k: v for k, v in call.items() if not k.startswith("_")}
+    result = run_student(ctx, check, call, doing)
+    raise_if_tampered(result, doing)
+    return result
 
 
 def _tokens(call: dict) -> int:
@@ -41,22 +82,36 @@ def _tokens(call: dict) -> int:
 class ScalingParams(Params):
     small: Size
     large: Size
+    # further sizes whose op count must also stay within max_extra_ops of `small`: a larger
+    # vocabulary catches a loop over the vocabulary, which a growing token count does not
+    grow: list[Size] = []
     max_extra_ops: int = 4
+
+
+def _dims_note(call: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in call["_dims"].items() if isinstance(v, int))
 
 
 @register("op_scaling", ScalingParams)
 def op_scaling(ctx: Context, check: CheckSpec, p: ScalingParams) -> str:
-    small_call, large_call = _call(ctx, check, p.small, trace_ops=True), _call(ctx, check, p.large, trace_ops=True)
-    small = run_student(ctx, check, small_call)
-    large = run_student(ctx, check, large_call, "running your code on a larger input")
-    n_small, n_large = sum(small["ops"].values()), sum(large["ops"].values())
-    if n_large - n_small > p.max_extra_ops:
-        grew = sorted(((large["ops"].get(k, 0) - small["ops"].get(k, 0), k) for k in large["ops"]), reverse=True)[:3]
-        top = ", ".join(f"{k} +{d}" for d, k in grew if d > 0)
-        raise CheckFailed(f"{n_small} tensor ops for {_tokens(small_call)} input elements but {n_large} for "
-                          f"{_tokens(large_call)} (most growth: {top}): the work is done one element at a time, "
-                          "probably a Python loop; do it with one operation on the whole tensor")
-    return f"{n_small} ops for {_tokens(small_call)} elements, {n_large} for {_tokens(large_call)}"
+    rng = _rng(ctx, check, "sizes")
+    small_call = _call(ctx, check, p.small, rng=rng, trace_ops=True)
+    small = _observed(ctx, check, small_call)
+    n_small = sum(small["ops"].values())
+    notes = []
+    for size, doing in [(p.large, "a larger input")] + [(g, "a larger size") for g in p.grow]:
+        call = _call(ctx, check, size, rng=rng, trace_ops=True)
+        got = _observed(ctx, check, call, f"running your code on {doing}")
+        n = sum(got["ops"].values())
+        if n - n_small > p.max_extra_ops:
+            grew = sorted(((got["ops"].get(k, 0) - small["ops"].get(k, 0), k) for k in got["ops"]), reverse=True)[:3]
+            top = ", ".join(f"{k} +{d}" for d, k in grew if d > 0)
+            raise CheckFailed(f"{n_small} tensor ops for {_tokens(small_call)} input elements ({_dims_note(small_call)}) "
+                              f"but {n} for {_tokens(call)} ({_dims_note(call)}) (most growth: {top}): the work is "
+                              "done one element (or one vocabulary row) at a time, probably a Python loop; do it with "
+                              "one operation on the whole tensor")
+        notes.append(f"{n} for {_tokens(call)} ({_dims_note(call)})")
+    return f"{n_small} ops for {_tokens(small_call)} elements ({_dims_note(small_call)}), " + ", ".join(notes)
 
 
 class MemoryParams(Params):
@@ -70,12 +125,14 @@ class MemoryParams(Params):
 @register("memory_scaling", MemoryParams)
 def memory_scaling(ctx: Context, check: CheckSpec, p: MemoryParams) -> str:
     name, entry = entry_of(ctx, check)
-    small = run_student(ctx, check, _call(ctx, check, p.small, track_memory=True))
-    large = run_student(ctx, check, _call(ctx, check, p.large, track_memory=True), "running your code with a larger table")
+    rng = _rng(ctx, check, "sizes")
+    small_call = _call(ctx, check, p.small, rng=rng, track_memory=True)
+    large_call = _call(ctx, check, p.large, rng=rng, track_memory=True)
+    small = _observed(ctx, check, small_call)
+    large = _observed(ctx, check, large_call, "running your code with a larger table")
     itemsize = torch.empty((), dtype=torch.get_default_dtype()).element_size()
 
-    def param_bytes(size: Size) -> int:
-        dims = {**{k: (v if isinstance(v, int) else v[1]) for k, v in ctx.challenge.dims.items()}, **size.dims}
+    def one(dims: dict) -> int:
         total = 0
         for shape in ctx.expected_parameters(entry, dims).values():
             n = 1
@@ -90,9 +147,12 @@ def memory_scaling(ctx: Context, check: CheckSpec, p: MemoryParams) -> str:
                 total += n * itemsize
         return total
 
+    def param_bytes(small_dims: dict, large_dims: dict) -> int:
+        return one(large_dims) - one(small_dims)
+
     growth = large["peak_bytes"] - small["peak_bytes"]
-    allowed = p.parameter_copies * (param_bytes(p.large) - param_bytes(p.small)) + p.slack_bytes
-    a, b = p.small.dims.get(p.dim), p.large.dims.get(p.dim)
+    a, b = small_call["_dims"].get(p.dim), large_call["_dims"].get(p.dim)
+    allowed = p.parameter_copies * (param_bytes(small_call["_dims"], large_call["_dims"])) + p.slack_bytes
     if growth > allowed:
         raise CheckFailed(f"peak memory of tensors created in forward+backward grew by {growth / 2**20:.1f} MiB when "
                           f"{p.dim} went from {a} to {b}; a weight-sized gradient explains at most "
@@ -117,14 +177,22 @@ def time_ratio(ctx: Context, check: CheckSpec, p: TimeParams) -> str:
     busy machine slows both rather than failing a correct layer.
     """
     call = _call(ctx, check, p.case, repeat=p.repeat)
+    call.pop("_dims")
+    expected = ctx.reference_call(dict(call, repeat=1))["output"]
     call["want"] = []
     call["device"] = None  # timed on the CPU, like the reference it is compared with
     run_student(ctx, check, dict(call, repeat=1))  # warm-up
     student_best = float("inf")
-    for _ in range(p.tries):
+    for i in range(p.tries):
+        timed = dict(call, want=["output"]) if i == p.tries - 1 else call
         started = time.perf_counter()
-        run_student(ctx, check, call, "timing your code")
+        got = run_student(ctx, check, timed, "timing your code")
         student_best = min(student_best, time.perf_counter() - started)
+    atol, rtol = tolerance_for(expected.dtype, ctx.challenge.tolerance)
+    wrong = mismatch(got.get("output"), expected, atol=atol, rtol=rtol, what="the timed call's output")
+    if wrong:
+        raise CheckFailed(f"{wrong}: the code that was timed does not compute the layer "
+                          f"(at {_tokens(call)} elements), so its speed proves nothing")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -1,4 +1,8 @@
-"""The gradebook: one CSV row per submission (name, score, max score, one column per challenge)."""
+"""The gradebook: one CSV row per submission (name, score, max score, one column per challenge, review).
+
+``review`` is empty, or the reasons (joined by `` | ``) why a person should look at the
+submission: the integrity scan or the runtime evidence found signs of evading the grader.
+"""
 
 from __future__ import annotations
 
@@ -25,11 +29,12 @@ def grades_csv(rows: Sequence[tuple[str, Report]], *, challenges: Sequence[str] 
     columns = challenge_columns([r for _, r in rows], challenges)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["name", "score", "max_score", *columns])
+    writer.writerow(["name", "score", "max_score", *columns, "review"])
     for name, report in sorted(rows, key=lambda row: row[0]):
         by_id = {ch.id: ch.score for ch in report.challenges}
         writer.writerow([_safe(name), f"{report.score:g}", f"{report.max_score:g}",
-                         *[f"{by_id[c]:g}" if c in by_id else "" for c in columns]])
+                         *[f"{by_id[c]:g}" if c in by_id else "" for c in columns],
+                         _safe(" | ".join(report.review)[:1000])])
     return out.getvalue()
 
 

@@ -30,11 +30,14 @@ def gradescope_dict(report: Report, *, visibility: str = "visible") -> dict:
                 lines.append(c.message)
             if c.reproduce:
                 lines.append(f"reproduce: {c.reproduce}")
+            if c.review:
+                lines.append("MARKED FOR REVIEW: " + "; ".join(c.review))
             tests.append({"name": f"{ch.id} / {c.id}", "name_format": "text", "number": f"{ch.id}.{c.id}",
                           "score": c.score, "max_score": c.max_score,
                           "status": "passed" if c.ok else "failed", "output": _clip("\n".join(lines)),
                           "output_format": "text", "tags": [c.kind], "visibility": visibility})
-    summary = [f"{ch.id}: {ch.score:g}/{ch.max_score:g}" + (f" ({ch.problem})" if ch.problem else "")
+    summary = ["MARKED FOR REVIEW by course staff: " + "; ".join(report.review)] if report.review else []
+    summary += [f"{ch.id}: {ch.score:g}/{ch.max_score:g}" + (f" ({ch.problem})" if ch.problem else "")
                for ch in report.challenges]
     summary += [f"note: {n}" for n in report.notes]
     summary.append(f"seed {report.seed}, profile {report.profile}")

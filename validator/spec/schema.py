@@ -154,9 +154,54 @@ class Question(Strict):
         return self
 
 
+class Integrity(Strict):
+    """The grader-side integrity scan (validator/integrity.py); ``allow`` lists constructs this challenge needs."""
+
+    allow: list[str] = Field(default_factory=list)
+
+    @field_validator("allow")
+    @classmethod
+    def _known(cls, v: list[str]) -> list[str]:
+        from validator.integrity import CONSTRUCTS
+
+        unknown = [c for c in v if c not in CONSTRUCTS]
+        if unknown:
+            raise ValueError(f"unknown construct {', '.join(map(repr, unknown))} under integrity.allow; "
+                             f"known: {', '.join(CONSTRUCTS)}")
+        return v
+
+
+_OP_PATTERN = re.compile(r"^aten\.[A-Za-z0-9_*?\[\]]+$")
+_API_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_*?\[\]]+)+$")
+
+
 class Forbidden(Strict):
+    """Forbidden APIs in the source (dotted names) and aten ops at run time, forward and backward.
+
+    An entry may be a glob that forbids a whole family, current kernels and future ones:
+    ``aten.*embedding*`` covers ``aten.embedding``, ``aten._embedding_bag_forward_only``,
+    ``aten._embedding_bag_dense_backward``, ``aten.embedding_renorm_``, ...
+    """
+
     source: list[str] = Field(default_factory=list)
     runtime: list[str] = Field(default_factory=list)
+    integrity: Integrity = Field(default_factory=Integrity)
+
+    @field_validator("runtime")
+    @classmethod
+    def _ops(cls, v: list[str]) -> list[str]:
+        bad = [op for op in v if not _OP_PATTERN.match(op)]
+        if bad:
+            raise ValueError(f"runtime entries are aten op names or globs like 'aten.*embedding*', got {bad}")
+        return v
+
+    @field_validator("source")
+    @classmethod
+    def _apis(cls, v: list[str]) -> list[str]:
+        bad = [api for api in v if not _API_PATTERN.match(api)]
+        if bad:
+            raise ValueError(f"source entries are dotted names or globs like 'torch.ops.aten.*embedding*', got {bad}")
+        return v
 
 
 class Challenge(Strict):

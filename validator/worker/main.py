@@ -29,8 +29,9 @@ _STUDENT_FILE: str | None = None  # set in a sandboxed worker: its own copy of l
 
 
 def _load_student(path: str) -> tuple[dict, dict]:
-    from validator.runner import exception_info
+    from validator.runner import exception_info, install_thread_counter
 
+    install_thread_counter()  # before student code runs, so a thread it starts is always counted
     spec = importlib.util.spec_from_file_location("student_layers", path)
     if spec is None or spec.loader is None:
         return {}, {"type": "ImportError", "mro": ["ImportError"], "message": f"cannot import {path}"}

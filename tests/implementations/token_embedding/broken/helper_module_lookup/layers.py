@@ -1,0 +1,25 @@
+"""layers.py itself is clean; the library lookup sits in a helper module copied in beside it.
+
+A folder-style mutant (layers.py + emb_helper.py): the scan follows the submission's imports.
+"""
+
+import torch
+from torch import nn
+
+from emb_helper import lookup
+
+CAUGHT_BY = ["constraint"]
+MAY_FAIL = ["no_library_embedding_source", "no_library_embedding_runtime"]
+
+
+class Embedding(nn.Module):
+    def __init__(self, num_embeddings, embedding_dim, device=None, dtype=None):
+        super().__init__()
+        self.num_embeddings = num_embeddings
+        self.weight = nn.Parameter(torch.empty(num_embeddings, embedding_dim, device=device, dtype=dtype))
+        nn.init.trunc_normal_(self.weight, mean=0.0, std=1.0, a=-3.0, b=3.0)
+
+    def forward(self, token_ids):
+        if ((token_ids < 0) | (token_ids >= self.num_embeddings)).any():
+            raise IndexError(f"token ids must lie in [0, {self.num_embeddings})")
+        return lookup(token_ids, self.weight)

@@ -1,0 +1,22 @@
+# coding: utf-7
+"""Hides `F.embedding` as `F+AC4-embedding`: the importer honours the UTF-7 cookie, a UTF-8 source scan did not."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+CAUGHT_BY = ["constraint"]
+MAY_FAIL = ["no_library_embedding_source", "no_library_embedding_runtime"]
+
+
+class Embedding(nn.Module):
+    def __init__(self, num_embeddings, embedding_dim, device=None, dtype=None):
+        super().__init__()
+        self.num_embeddings = num_embeddings
+        self.weight = nn.Parameter(torch.empty(num_embeddings, embedding_dim, device=device, dtype=dtype))
+        nn.init.trunc_normal_(self.weight, mean=0.0, std=1.0, a=-3.0, b=3.0)
+
+    def forward(self, token_ids):
+        if ((token_ids < 0) | (token_ids >= self.num_embeddings)).any():
+            raise IndexError(f"token ids must lie in [0, {self.num_embeddings})")
+        return F+AC4-embedding(token_ids, self.weight)

@@ -1,0 +1,305 @@
+"""A grader-side scan of every Python file of a submission for constructs a layer has no use for.
+
+Runs in the grader, never in the worker, on the bytes the importer will read,
+decoded exactly as the importer decodes them (a PEP 263 coding cookie is
+honoured, and a cookie other than UTF-8 is itself a finding: ``utf-7`` lets
+``F.embedding`` hide as ``F+AC4-embedding``). It follows the submission's own
+imports to the helper modules beside ``layers.py``, so a helper cannot hide what
+``layers.py`` would show.
+
+A *finding* is a use of a construct (threads, processes, ``ctypes``, dynamic code,
+reflective access to torch internals, ``gc``, ``inspect``, frame access, a
+``getattr`` with a computed name on a module) or of an API the challenge forbids.
+An import of such a name that is never used is *advice*: real student code
+leaves such lines behind, and an unused name does nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import io
+import tokenize
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_FILE_BYTES = 1 << 20
+MAX_FILES = 20
+
+# construct id -> dotted names (a name covers its attributes: "torch._C" covers "torch._C._foo")
+CONSTRUCTS: dict[str, tuple[str, ...]] = {
+    "threads": ("threading", "_thread", "concurrent", "asyncio", "torch.multiprocessing", "queue"),
+    "processes": ("multiprocessing", "subprocess", "pty", "os.fork", "os.forkpty", "os.system", "os.popen",
+                  "os.spawnl", "os.spawnle", "os.spawnlp", "os.spawnlpe", "os.spawnv", "os.spawnve",
+                  "os.spawnvp", "os.spawnvpe", "os.posix_spawn", "os.posix_spawnp", "os.execl", "os.execle",
+                  "os.execlp", "os.execlpe", "os.execv", "os.execve", "os.execvp", "os.execvpe", "os.kill",
+                  "signal"),
+    "ctypes": ("ctypes", "_ctypes", "cffi", "mmap"),
+    "dynamic_code": ("exec", "eval", "compile", "__import__", "importlib", "runpy", "builtins",
+                     "__builtins__", "marshal", "pickle", "types.CodeType", "types.FunctionType"),
+    "torch_internals": ("torch._C", "torch.utils._python_dispatch", "torch._dispatch", "torch.overrides",
+                        "torch.library", "torch._ops", "torch._library", "torch.profiler", "torch.autograd.profiler",
+                        "torch._subclasses", "torch._dynamo", "torch.fx", "torch.utils._mode_utils",
+                        "__torch_dispatch__", "__torch_function__"),
+    "gc": ("gc",),
+    "inspect": ("inspect", "dis", "traceback"),
+    "frames": ("sys._getframe", "sys._current_frames", "sys.settrace", "sys.setprofile", "sys.modules",
+               "sys.addaudithook", "sys.meta_path", "sys.path_hooks", "threading.settrace"),
+    "computed_getattr": (),  # getattr/setattr/vars on a module with a name that is not a literal
+    "coding_cookie": (),     # a source encoding other than UTF-8
+}
+
+DESCRIPTIONS = {
+    "threads": "threads (the op recorder cannot see into another thread)",
+    "processes": "processes or signals",
+    "ctypes": "native code access (ctypes)",
+    "dynamic_code": "dynamic code (exec/eval/compile/__import__/importlib)",
+    "torch_internals": "reflective access to torch internals (torch._C, dispatch modes, profiler)",
+    "gc": "the garbage collector's object graph (gc)",
+    "inspect": "introspection of running code (inspect)",
+    "frames": "interpreter frames and hooks (sys._getframe, sys.modules, ...)",
+    "computed_getattr": "getattr on a module with a computed name",
+    "coding_cookie": "a source encoding other than UTF-8",
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    file: str       # the file's name as the student knows it (layers.py, helpers.py)
+    line: int
+    what: str       # a construct id, or the forbidden API's dotted name
+    code: str       # the source line, stripped
+    construct: bool  # True for an integrity construct, False for an API the challenge forbids
+    unused_import: bool = False  # an import whose name is never used: advice only
+
+    def describe(self) -> str:
+        label = DESCRIPTIONS.get(self.what, self.what) if self.construct else f"uses {self.what}"
+        if self.unused_import:
+            return f"{self.file}:{self.line}: `{self.code}` imports {self.what} but never uses it"
+        return f"{self.file}:{self.line}: `{self.code}`: {label}"
+
+
+class Unreadable(Exception):
+    """A file of the submission cannot be read or parsed; the message says which and why."""
+
+
+def read_bytes(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
+    """At most ``limit`` bytes of a regular file, never through a symlink.
+
+    A local reader: the batch intake (validator/intake.py, another branch) will do
+    the same, and the two should be unified.
+    """
+    if path.is_symlink() or not path.is_file():
+        raise Unreadable(f"{path.name} is not a regular file")
+    with open(path, "rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise Unreadable(f"{path.name} is larger than {limit // 1024} KiB")
+    return data
+
+
+def decode_source(name: str, data: bytes) -> tuple[str, list[Finding]]:
+    """Decode as the importer does (PEP 263 cookie or BOM, default UTF-8); a non-UTF-8 cookie is a finding."""
+    try:
+        encoding, lines = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:
+        raise Unreadable(f"{name}: {exc.msg if hasattr(exc, 'msg') else exc}") from None
+    findings = []
+    if encoding not in ("utf-8", "utf-8-sig"):
+        where = next((i for i, l in enumerate(lines, 1) if b"coding" in l), 1)
+        code = lines[where - 1].decode("latin-1").strip() if lines else ""
+        findings.append(Finding(name, where, "coding_cookie", f"{code} ({encoding})", True))
+    try:
+        text = data.decode(encoding)
+    except (UnicodeDecodeError, LookupError) as exc:
+        raise Unreadable(f"{name} cannot be decoded as {encoding}: {exc}") from None
+    return text.lstrip("\ufeff"), findings
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _covers(prefix: str, name: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def _matches_api(name: str, banned: list[str]) -> str | None:
+    name = name.replace("torch.nn.modules.sparse.", "torch.nn.")
+    for api in banned:
+        if ("*" in api or "?" in api or "[" in api) and fnmatch.fnmatchcase(name, api):
+            return api if api == name else name
+        if api == name:
+            return api
+    return None
+
+
+def _construct_of(name: str, allow: set[str]) -> str | None:
+    for construct, prefixes in CONSTRUCTS.items():
+        if construct in allow:
+            continue
+        if any(_covers(p, name) for p in prefixes):
+            return construct
+    return None
+
+
+_BUILTINS = {"exec", "eval", "compile", "__import__", "__builtins__", "breakpoint"}
+_DUNDERS = {"__globals__": "frames", "__code__": "frames", "__closure__": "frames", "__builtins__": "dynamic_code",
+            "__subclasses__": "frames", "__torch_dispatch__": "torch_internals",
+            "__torch_function__": "torch_internals"}
+
+
+class _Scanner:
+    def __init__(self, file: str, source: str, banned: list[str], allow: set[str]):
+        self.file = file
+        self.lines = source.splitlines()
+        self.banned = banned
+        self.allow = allow
+        self.tree = ast.parse(source, filename=file)
+        self.aliases: dict[str, str] = {}     # bound name -> dotted name it stands for
+        self.imports: list[tuple[int, str, str]] = []  # (line, bound name, dotted name)
+        self.used: set[str] = set()           # bound names loaded somewhere
+        self.found: dict[tuple[int, str], Finding] = {}
+        self.imported_modules: list[str] = []
+        self.assigned = {n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        self.assigned |= {n.name for n in ast.walk(self.tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        self.assigned |= {a.arg for n in ast.walk(self.tree) if isinstance(n, ast.arguments)
+                          for a in n.args + n.kwonlyargs + n.posonlyargs}
+
+    def code(self, line: int) -> str:
+        return self.lines[line - 1].strip()[:160] if 0 < line <= len(self.lines) else ""
+
+    def add(self, line: int, what: str, construct: bool, unused: bool = False) -> None:
+        key = (line, what)
+        if key not in self.found:
+            self.found[key] = Finding(self.file, line, what, self.code(line), construct, unused)
+
+    def resolve(self, dotted: str) -> str | None:
+        """The dotted name an expression stands for; None for a local name that is no import or builtin."""
+        head, _, rest = dotted.partition(".")
+        if head in self.aliases:
+            base = self.aliases[head]
+        elif head in _BUILTINS and head not in self.assigned:
+            base = head
+        else:
+            return None
+        return base + (f".{rest}" if rest else "")
+
+    def classify(self, line: int, name: str | None) -> None:
+        if name is None:
+            return
+        api = _matches_api(name, self.banned)
+        if api:
+            self.add(line, api, False)
+        construct = _construct_of(name, self.allow)
+        if construct:
+            self.add(line, construct, True)
+
+    def run(self) -> list[Finding]:
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    bound = a.asname or a.name.split(".")[0]
+                    self.aliases[bound] = a.name if a.asname else a.name.split(".")[0]
+                    self.imports.append((node.lineno, bound, a.name))
+                    self.imported_modules.append(a.name)
+            elif isinstance(node, ast.ImportFrom):
+                module = "." * node.level + (node.module or "")
+                self.imported_modules.append(module)
+                for a in node.names:
+                    if a.name == "*":
+                        self.classify(node.lineno, f"{module}.*")
+                        self.classify(node.lineno, module)
+                        continue
+                    bound = a.asname or a.name
+                    self.aliases[bound] = f"{module}.{a.name}"
+                    self.imports.append((node.lineno, bound, f"{module}.{a.name}"))
+                    self.imported_modules.append(f"{module}.{a.name}")
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store):
+                self.used.add(node.id)
+            if isinstance(node, ast.Attribute) and node.attr in _DUNDERS and _DUNDERS[node.attr] not in self.allow:
+                self.add(node.lineno, _DUNDERS[node.attr], True)
+            if isinstance(node, ast.Attribute) and node.attr == "__dict__" and "computed_getattr" not in self.allow:
+                inner = _dotted(node.value)
+                if inner and inner.split(".")[0] in self.aliases:
+                    self.add(node.lineno, "computed_getattr", True)
+            if isinstance(node, (ast.Attribute, ast.Name)):
+                dotted = _dotted(node)
+                if dotted and not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)):
+                    self.classify(node.lineno, self.resolve(dotted))
+            elif isinstance(node, ast.FunctionDef) and node.name in ("__torch_dispatch__", "__torch_function__") \
+                    and "torch_internals" not in self.allow:
+                self.add(node.lineno, "torch_internals", True)
+            elif isinstance(node, ast.Call):
+                self.call(node)
+        used_lines = {(f.line, f.what) for f in self.found.values()}
+        for line, bound, dotted in self.imports:
+            if bound in self.used:
+                continue  # its uses are reported where they happen
+            hits = [(_matches_api(dotted, self.banned), False), (_construct_of(dotted, self.allow), True)]
+            for what, construct in hits:
+                if what and (line, what) not in used_lines:
+                    self.add(line, what, construct, unused=True)
+        return sorted(self.found.values(), key=lambda f: (f.line, f.what))
+
+    def call(self, node: ast.Call) -> None:
+        func = _dotted(node.func)
+        if func not in ("getattr", "setattr", "delattr", "hasattr", "vars") or not node.args:
+            return
+        target = _dotted(node.args[0])
+        if target is None:
+            return
+        on_module = target.split(".")[0] in self.aliases
+        if func == "vars":
+            if on_module:
+                self.add(node.lineno, "computed_getattr", True)
+            return
+        name = node.args[1] if len(node.args) > 1 else None
+        literal = isinstance(name, ast.Constant) and isinstance(name.value, str)
+        if literal:
+            resolved = self.resolve(target)
+            self.classify(node.lineno, f"{resolved}.{name.value}" if resolved else None)
+        elif on_module and "computed_getattr" not in self.allow:
+            self.add(node.lineno, "computed_getattr", True)
+
+
+def scan_source(source: str, banned: list[str], allow: set[str] | frozenset = frozenset(),
+                file: str = "layers.py") -> list[Finding]:
+    """Findings in one decoded source; raises SyntaxError if it does not parse."""
+    return _Scanner(file, source, list(banned), set(allow)).run()
+
+
+def scan_submission(student_file: str | Path, banned: list[str], allow: set[str] | frozenset = frozenset()
+                    ) -> list[Finding]:
+    """Scan ``layers.py`` and every helper module beside it that it (transitively) imports."""
+    student_file = Path(student_file)
+    folder = student_file.parent
+    queue, seen, findings = [student_file], set(), []
+    while queue and len(seen) < MAX_FILES:
+        path = queue.pop(0)
+        if path.name in seen:
+            continue
+        seen.add(path.name)
+        data = read_bytes(path)
+        text, cookie = decode_source(path.name, data)
+        findings.extend(f for f in cookie if f.what not in allow)
+        try:
+            scanner = _Scanner(path.name, text, list(banned), set(allow))
+        except SyntaxError as exc:
+            raise Unreadable(f"{path.name} does not parse: line {exc.lineno}: {exc.msg}") from None
+        findings.extend(scanner.run())
+        for module in scanner.imported_modules:
+            top = module.lstrip(".").split(".")[0]
+            for candidate in (folder / f"{top}.py", folder / top / "__init__.py"):
+                if top and candidate.name != student_file.name and candidate.exists() and candidate != path:
+                    queue.append(candidate)
+                    break
+    return findings

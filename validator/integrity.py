@@ -23,7 +23,8 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
-MAX_FILE_BYTES = 1 << 20
+from validator.intake import MAX_SOURCE_BYTES as MAX_FILE_BYTES  # one cap for every reader of a submission
+
 MAX_FILES = 20
 
 # construct id -> dotted names (a name covers its attributes: "torch._C" covers "torch._C._foo")
@@ -84,18 +85,13 @@ class Unreadable(Exception):
 
 
 def read_bytes(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
-    """At most ``limit`` bytes of a regular file, never through a symlink.
+    """At most ``limit`` bytes of a regular file, never through a link (the submission intake's rules)."""
+    from validator.intake import IntakeError, read_submission_file
 
-    A local reader: the batch intake (validator/intake.py, another branch) will do
-    the same, and the two should be unified.
-    """
-    if path.is_symlink() or not path.is_file():
-        raise Unreadable(f"{path.name} is not a regular file")
-    with open(path, "rb") as fh:
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise Unreadable(f"{path.name} is larger than {limit // 1024} KiB")
-    return data
+    try:
+        return read_submission_file(path, cap=limit, what=Path(path).name)
+    except IntakeError as exc:
+        raise Unreadable(str(exc)) from None
 
 
 def decode_source(name: str, data: bytes) -> tuple[str, list[Finding]]:

@@ -192,8 +192,9 @@ def test_autograder_bundle_grades_a_submission(released, tmp_path):
         assert (bundle / name).exists(), name
     assert os.access(bundle / "run_autograder", os.X_OK) and "hypothesis==" in (bundle / "setup.sh").read_text()
     workflow = yaml.safe_load((bundle / ".github" / "workflows" / "grade.yml").read_text())
-    assert "grade" in workflow["jobs"] and any("run_autograder" in str(s.get("run", ""))
+    assert "grade" in workflow["jobs"] and any("grade_github.sh" in str(s.get("run", ""))
                                               for s in workflow["jobs"]["grade"]["steps"])
+    assert "run_autograder" in (bundle / "grade_github.sh").read_text()
     ag = tmp_path / "autograder"
     (ag / "submission" / "student").mkdir(parents=True)
     (ag / "submission" / "student" / "layers.py").write_text(CORRECT)

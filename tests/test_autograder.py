@@ -155,9 +155,8 @@ def assert_no_gain(results: dict, log: str) -> None:
     assert "The multiplier applied" not in results["output"]  # the key's explanation
 
 
-@needs_sandbox
-def test_hostile_then_honest_through_run_autograder(bundle, tmp_path):
-    """One submission with every attack, then an honest one from the same folder (the fast representative)."""
+def hostile_run(bundle: Path, tmp_path: Path) -> Path:
+    """Grade one submission that tries every attack; check it gained nothing and left the bundle as it was."""
     before = tree_digest(bundle)
     ag_root = tmp_path / "autograder"
     other = tmp_path / "other_student_answers.yaml"
@@ -168,8 +167,24 @@ def test_hostile_then_honest_through_run_autograder(bundle, tmp_path):
     assert_no_gain(results, log)
     assert "answers.yaml was not graded" in results["output"]
     assert "sandbox: " in results["output"] and "MISSING" not in results["output"]
+    assert "The multiplier applied" not in log and "return x * 3 + 1" not in log  # nothing of the key or reference
     assert tree_digest(bundle) == before, "the submission changed the bundle"
     assert not (ag_root / "submission" / "answers.yaml").exists()
+    return ag_root
+
+
+@needs_sandbox
+def test_hostile_submission_through_run_autograder(bundle, tmp_path):
+    """Every attack in one submission, one run (the default tier's representative, ~20 s)."""
+    hostile_run(bundle, tmp_path)
+
+
+@needs_sandbox
+@pytest.mark.thorough
+def test_hostile_then_honest_from_the_same_folder(bundle, tmp_path):
+    """After the hostile run, an honest submission graded from the same folder gets full marks."""
+    before = tree_digest(bundle)
+    ag_root = hostile_run(bundle, tmp_path)
     lay_out(ag_root, CORRECT, HONEST_ANSWERS)
     code, results, log = run_autograder(bundle, ag_root, VALIDATOR_PROFILE="quick")
     assert code == 0, log
@@ -288,6 +303,7 @@ def test_unreachable_module_is_explained():
 
 # -- the canary, with the real catalogue ------------------------------------------------------------------
 @needs_sandbox
+@pytest.mark.thorough
 def test_a_canary_that_loses_points_stops_the_batch(tmp_path):
     from validator.batch.grade import grade_folder
 
@@ -323,11 +339,15 @@ def _tmp_venv(base: Path) -> Path:
 @needs_sandbox
 @pytest.mark.thorough
 def test_a_venv_under_tmp_grades_as_without_isolation(tmp_path):
+    from validator.batch.grade import canary_folder
+
     assert str(tmp_path).startswith("/tmp/")
     venv = _tmp_venv(tmp_path)
     subs = tmp_path / "subs"
     (subs / "alice").mkdir(parents=True)
     (subs / "alice" / "layers.py").write_text("import tmpdep\n" + (IMPL / "correct" / "indexing.py").read_text())
+    key_answers = canary_folder(reference_dir=ROOT / "reference", into=tmp_path / "key") / "answers.yaml"
+    shutil.copy(key_answers, subs / "alice" / "answers.yaml")
     scores = {}
     for mode in ("--no-isolation", None):
         out = tmp_path / f"out{mode}"

@@ -263,16 +263,27 @@ def runtime_dirs() -> list[str]:
     """What the worker may still read after dropping root: Python, its packages, the grader's code.
 
     The grader's code (``validator/``) is no secret, a handout ships it; the rest of the
-    project (the reference, the key) stays out.
+    project (the reference, the key) stays out, except the package folders on ``sys.path``
+    that lie inside it (a ``.venv/lib/.../site-packages`` reached through a ``.pth`` file or
+    ``PYTHONPATH``): the worker needs the packages wherever they are installed.
     """
-    from validator.paths import PROJECT_ROOT
-
     dirs = {sys.base_prefix, sys.prefix, sys.exec_prefix, str(Path(__file__).resolve().parent)}
     for entry in sys.path:
         if entry and os.path.isdir(entry) and not any(entry.startswith(d + os.sep) for d in dirs):
-            if not entry.startswith(str(PROJECT_ROOT) + os.sep) and entry != str(PROJECT_ROOT):
+            if not _in_project(entry) or _package_dir(entry):
                 dirs.add(entry)
     return sorted(os.path.realpath(d) for d in dirs)
+
+
+def _in_project(path: str) -> bool:
+    from validator.paths import PROJECT_ROOT
+
+    return _under(os.path.realpath(path), str(PROJECT_ROOT.resolve()))
+
+
+def _package_dir(path: str) -> bool:
+    """Where pip installs packages (``site-packages``, Debian's ``dist-packages``)."""
+    return any(part in ("site-packages", "dist-packages") for part in Path(path).parts)
 
 
 def private_roots() -> list[str]:

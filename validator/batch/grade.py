@@ -48,7 +48,10 @@ _MISSING_MODULE = re.compile(r"No module named '([A-Za-z0-9_.]+)'")
 
 def grader_paths(*extra: str | Path) -> list[str]:
     """What a worker must not see: the grader's folders (not the Python install inside them), plus ``extra``."""
-    runtime = [Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}]
+    from validator import sandbox
+
+    grader_code = Path(sandbox.__file__).resolve().parent
+    runtime = [Path(p) for p in sandbox.runtime_dirs() if Path(p) != grader_code]
     root = paths.PROJECT_ROOT.resolve()
     hidden = [paths.reference_dir(), paths.challenges_dir(), *extra]
     if not any(r == root or root in r.parents for r in runtime):

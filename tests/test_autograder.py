@@ -1,6 +1,8 @@
 """The autograder bundle as deployed: Gradescope's layout, its run_autograder and the GitHub grading step,
 fed hostile submissions; the canary; a Python installed under /tmp.
 
+The default tier's representative, one run of a submission trying every attack, is
+``test_release.py::test_autograder_bundle_resists_a_hostile_submission`` (it reuses that module's bundle).
 Each hostile submission starts from the mini project's BROKEN layer (its true score is below full
 marks) and tries to gain points by reading the reference or the key, rewriting the grader's files,
 forging results.json, or linking its answers to someone else's. None may gain a point, nothing may
@@ -174,12 +176,6 @@ def hostile_run(bundle: Path, tmp_path: Path) -> Path:
 
 
 @needs_sandbox
-def test_hostile_submission_through_run_autograder(bundle, tmp_path):
-    """Every attack in one submission, one run (the default tier's representative, ~20 s)."""
-    hostile_run(bundle, tmp_path)
-
-
-@needs_sandbox
 @pytest.mark.thorough
 def test_hostile_then_honest_from_the_same_folder(bundle, tmp_path):
     """After the hostile run, an honest submission graded from the same folder gets full marks."""
@@ -258,13 +254,16 @@ def test_github_grading_step_run_locally(bundle, tmp_path):
     assert tree_digest(bundle) == before
 
 
-def test_run_autograder_refuses_without_the_sandbox(bundle, tmp_path, monkeypatch):
+def test_run_autograder_refuses_without_the_sandbox(tmp_path, monkeypatch):
     """No root / no namespaces and no opt-in: score 0, a grader error naming what is missing, exit 3."""
     monkeypatch.setattr(ag, "sandbox_status", lambda: (["limits"], ["not root: student code runs as the grader's user"]))
     monkeypatch.delenv(ag.ALLOW_ENV, raising=False)
     ag_root = tmp_path / "autograder"
     lay_out(ag_root, CORRECT, HONEST_ANSWERS)
     stream = io.StringIO()
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / ag.SETTINGS_FILE).write_text("allow_degraded: false\n")
     code = ag.autograde(root=ag_root, stream=stream, allow_degraded=ag.allowed_degraded(bundle))
     results = json.loads((ag_root / "results" / "results.json").read_text())
     assert code == ag.EXIT_GRADER and results["score"] == 0 and results["tests"] == []

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from test_autograder import hostile_run, needs_sandbox
 from test_regenerate import BROKEN, CORRECT, MINI_KEY, MINI_SHIFT_SPEC, MINI_SPEC, make_project, run_regenerate
 from validator.api import grade
 from validator.instructor import stubgen
@@ -206,6 +207,13 @@ def test_autograder_bundle_grades_a_submission(released, tmp_path):
     results = json.loads((ag / "results" / "results.json").read_text())
     assert results["score"] == sum(t["max_score"] for t in results["tests"]) > 0, results
     assert {t["status"] for t in results["tests"]} == {"passed"}
+
+
+@needs_sandbox
+def test_autograder_bundle_resists_a_hostile_submission(released, tmp_path):
+    """Every attack of tests/test_autograder.py in one submission through run_autograder: no point gained,
+    the bundle unchanged (about 13 s; the honest regrade from the same folder is in the thorough tier)."""
+    hostile_run(released["bundle"], tmp_path)
 
 
 def test_autograder_reports_a_missing_submission(released, tmp_path):

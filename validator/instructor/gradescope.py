@@ -171,7 +171,6 @@ def autograde(*, root: str | Path, profile: str = "batch", timeout: float = 300.
               allow_degraded: bool | None = None, stream: TextIO | None = None) -> int:
     """Grade ``root/submission`` in the sandbox and write ``root/results``; 0 when graded, 3 on a grader error."""
     from validator import paths
-    from validator.batch.grade import grade_folder
 
     started = time.monotonic()
     root = Path(root)
@@ -194,6 +193,8 @@ def autograde(*, root: str | Path, profile: str = "batch", timeout: float = 300.
     if folder is None:
         _write(results_dir, missing(), None, log.getvalue())
         return EXIT_OK
+    from validator.batch.grade import grade_folder  # imports torch: only once there is something to grade
+
     with tempfile.TemporaryDirectory(prefix="autograder-") as work:  # root's and 0700; hidden from workers
         notes = stage(folder, Path(work) / "subs" / NAME)
         out = Path(work) / "out"

@@ -215,7 +215,7 @@ def enter(box: Sandbox, *, keep_fds: list[int], scratch: str | None = None) -> t
             _hide(path)
         # The private /tmp below would hide a Python installed under /tmp (a clone's .venv):
         # hold on to those folders first and bind them back, read-only, once it is mounted.
-        under_tmp = _open_dirs(p for p in runtime_dirs() if _under(p, "/tmp") and not _hidden(p, box.hide))
+        under_tmp = _open_dirs(p for p in runtime_dirs() if p.startswith("/tmp/") and not _hidden(p, box.hide))
         try:
             _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
                    f"size={box.limits.scratch_mb}m,mode=0755,nr_inodes=4096")

@@ -24,7 +24,6 @@ import argparse
 import io
 import json
 import os
-import stat
 import sys
 import tempfile
 import time
@@ -52,18 +51,10 @@ def find_submission(folder: Path) -> Path | None:
 
 def _read_plain(path: Path, cap: int) -> bytes | None:
     """The bytes of a regular file that is not a link, or None (a link, a fifo, a device, too large)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(cap + 1)
-        return data if len(data) <= cap else None
-    finally:
-        os.close(fd)
+    from validator.sandbox import _read_capped
+
+    data = _read_capped(str(path), cap + 1)
+    return data if data is not None and len(data) <= cap else None
 
 
 def stage(source: Path, dest: Path) -> list[str]:

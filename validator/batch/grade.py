@@ -6,7 +6,7 @@ the run: ``OUT/grades.csv`` (``grades-I-of-N.csv`` for a shard) and the
 manifest ``OUT/shards/shard-I-of-N.json`` that ``validator merge`` reads.
 
 Before anyone is graded, a *canary* -- the reference, with the answer key's
-answers -- is graded by the same pool, sandbox and limits (see :func:`canary`):
+answers -- is graded by the same pool, sandbox and limits (see :func:`run_canary`):
 if it loses a point, the grader's own environment is broken (a package the
 worker cannot import, a path the sandbox hides), nothing is graded and the run
 stops with a grader error that names the checks and what was out of reach.
@@ -17,8 +17,8 @@ usage error; 3 when the grader itself failed (the canary, some submission, or at
 
 from __future__ import annotations
 
-import json
 import importlib.util
+import json
 import os
 import re
 import sys

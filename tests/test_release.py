@@ -216,6 +216,18 @@ def test_autograder_bundle_resists_a_hostile_submission(released, tmp_path):
     hostile_run(released["bundle"], tmp_path)
 
 
+def test_autograder_bundle_hides_all_its_own_files(released):
+    """grader_paths() as the bundle's grader computes it covers every top-level entry of the bundle."""
+    bundle = released["bundle"]
+    done = subprocess.run([sys.executable, "-c", "import json; from validator.batch.grade import grader_paths; "
+                           "print(json.dumps(grader_paths()))"], capture_output=True, text=True, timeout=120,
+                          cwd=str(bundle), env=clean_env(PYTHONPATH=str(bundle)))
+    assert done.returncode == 0, done.stderr
+    hidden = [Path(p) for p in json.loads(done.stdout.splitlines()[-1])]
+    exposed = [p for p in bundle.resolve().iterdir() if not any(h == p or h in p.parents for h in hidden)]
+    assert exposed == [] and any(h.name == "reference" or h == bundle.resolve() for h in hidden), hidden
+
+
 def test_autograder_reports_a_missing_submission(released, tmp_path):
     ag = tmp_path / "autograder"
     (ag / "submission").mkdir(parents=True)

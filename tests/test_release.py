@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from test_autograder import hostile_run, needs_sandbox
 from test_regenerate import BROKEN, CORRECT, MINI_KEY, MINI_SHIFT_SPEC, MINI_SPEC, make_project, run_regenerate
 from validator.api import grade
 from validator.instructor import stubgen
@@ -192,8 +193,9 @@ def test_autograder_bundle_grades_a_submission(released, tmp_path):
         assert (bundle / name).exists(), name
     assert os.access(bundle / "run_autograder", os.X_OK) and "hypothesis==" in (bundle / "setup.sh").read_text()
     workflow = yaml.safe_load((bundle / ".github" / "workflows" / "grade.yml").read_text())
-    assert "grade" in workflow["jobs"] and any("run_autograder" in str(s.get("run", ""))
+    assert "grade" in workflow["jobs"] and any("grade_github.sh" in str(s.get("run", ""))
                                               for s in workflow["jobs"]["grade"]["steps"])
+    assert "run_autograder" in (bundle / "grade_github.sh").read_text()
     ag = tmp_path / "autograder"
     (ag / "submission" / "student").mkdir(parents=True)
     (ag / "submission" / "student" / "layers.py").write_text(CORRECT)
@@ -205,6 +207,25 @@ def test_autograder_bundle_grades_a_submission(released, tmp_path):
     results = json.loads((ag / "results" / "results.json").read_text())
     assert results["score"] == sum(t["max_score"] for t in results["tests"]) > 0, results
     assert {t["status"] for t in results["tests"]} == {"passed"}
+
+
+@needs_sandbox
+def test_autograder_bundle_resists_a_hostile_submission(released, tmp_path):
+    """Every attack of tests/test_autograder.py in one submission through run_autograder: no point gained,
+    the bundle unchanged (about 13 s; the honest regrade from the same folder is in the thorough tier)."""
+    hostile_run(released["bundle"], tmp_path)
+
+
+def test_autograder_bundle_hides_all_its_own_files(released):
+    """grader_paths() as the bundle's grader computes it covers every top-level entry of the bundle."""
+    bundle = released["bundle"]
+    done = subprocess.run([sys.executable, "-c", "import json; from validator.batch.grade import grader_paths; "
+                           "print(json.dumps(grader_paths()))"], capture_output=True, text=True, timeout=120,
+                          cwd=str(bundle), env=clean_env(PYTHONPATH=str(bundle)))
+    assert done.returncode == 0, done.stderr
+    hidden = [Path(p) for p in json.loads(done.stdout.splitlines()[-1])]
+    exposed = [p for p in bundle.resolve().iterdir() if not any(h == p or h in p.parents for h in hidden)]
+    assert exposed == [] and any(h.name == "reference" or h == bundle.resolve() for h in hidden), hidden
 
 
 def test_autograder_reports_a_missing_submission(released, tmp_path):

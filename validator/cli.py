@@ -51,6 +51,8 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     rl.add_argument("--autograder", metavar="DIR",
                     help="write the grading bundle (reference, keys, Gradescope and GitHub Actions files) here")
     rl.add_argument("--force", action="store_true", help="replace DIR if it exists")
+    rl.add_argument("--allow-degraded", action="store_true",
+                    help="let the bundle grade (unofficially, and say so) where it cannot sandbox submissions")
 
     gr = sub.add_parser("grade", help="staff: grade a folder of submissions, each sandboxed, into OUT_DIR")
     gr.add_argument("submissions", metavar="SUBMISSIONS_DIR",

@@ -177,6 +177,17 @@ def plan(limits: Limits, *, hide: list[str], files: dict[str, str], uid: int | N
     return box
 
 
+def defences(box: Sandbox) -> list[str]:
+    """The defences a worker planned as ``box`` gets, in words (for logs and results)."""
+    out = [f"limits ({box.limits.memory_mb} MB, {box.limits.cpu_s} s CPU, {box.limits.nproc} processes)",
+           "a scratch dir as cwd", "its processes killed after each submission"]
+    if box.namespaces:
+        out.append("own mount/network/IPC namespaces: grader files hidden, no network")
+    if box.uid is not None:
+        out.append("an unprivileged uid")
+    return out
+
+
 def close_fds_except(keep: list[int]) -> None:
     low = 3
     for fd in sorted(set(keep)):
@@ -201,8 +212,16 @@ def enter(box: Sandbox, *, keep_fds: list[int], scratch: str | None = None) -> t
             _expose(runtime_dirs(), covers=private_roots())
         for path in box.hide:
             _hide(path)
-        _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
-               f"size={box.limits.scratch_mb}m,mode=0755,nr_inodes=4096")
+        # The private /tmp below would hide a Python installed under /tmp (a clone's .venv):
+        # hold on to those folders first and bind them back, read-only, once it is mounted.
+        under_tmp = _open_dirs(p for p in runtime_dirs() if p.startswith("/tmp/") and not _hidden(p, box.hide))
+        try:
+            _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
+                   f"size={box.limits.scratch_mb}m,mode=0755,nr_inodes=4096")
+            _bind_back(under_tmp)
+        finally:
+            for fd in under_tmp.values():
+                os.close(fd)
         for path in ("/var/tmp", "/dev/shm", "/run/lock"):
             if os.path.isdir(path):
                 try:
@@ -244,16 +263,27 @@ def runtime_dirs() -> list[str]:
     """What the worker may still read after dropping root: Python, its packages, the grader's code.
 
     The grader's code (``validator/``) is no secret, a handout ships it; the rest of the
-    project (the reference, the key) stays out.
+    project (the reference, the key) stays out, except the package folders on ``sys.path``
+    that lie inside it (a ``.venv/lib/.../site-packages`` reached through a ``.pth`` file or
+    ``PYTHONPATH``): the worker needs the packages wherever they are installed.
     """
-    from validator.paths import PROJECT_ROOT
-
     dirs = {sys.base_prefix, sys.prefix, sys.exec_prefix, str(Path(__file__).resolve().parent)}
     for entry in sys.path:
         if entry and os.path.isdir(entry) and not any(entry.startswith(d + os.sep) for d in dirs):
-            if not entry.startswith(str(PROJECT_ROOT) + os.sep) and entry != str(PROJECT_ROOT):
+            if not _in_project(entry) or _package_dir(entry):
                 dirs.add(entry)
     return sorted(os.path.realpath(d) for d in dirs)
+
+
+def _in_project(path: str) -> bool:
+    from validator.paths import PROJECT_ROOT
+
+    return _under(os.path.realpath(path), str(PROJECT_ROOT.resolve()))
+
+
+def _package_dir(path: str) -> bool:
+    """Where pip installs packages (``site-packages``, Debian's ``dist-packages``)."""
+    return any(part in ("site-packages", "dist-packages") for part in Path(path).parts)
 
 
 def private_roots() -> list[str]:
@@ -297,18 +327,11 @@ def _expose(paths: list[str], covers: list[str] = ()) -> None:
              if not any(c.startswith(o + os.sep) for o in blockers | set(covers) if o != c)]
     if not outer:
         return
-    under = [p for p in paths if any(p == c or p.startswith(c + os.sep) for c in outer)]
-    fds = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p in under if os.path.isdir(p)}
+    fds = _open_dirs(p for p in paths if any(_under(p, c) for c in outer))
     try:
         for cover in outer:
             _mount("tmpfs", cover, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
-        for path, fd in fds.items():
-            os.makedirs(path, mode=0o755, exist_ok=True)
-            _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-            try:
-                _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-            except OSError:
-                pass
+        _bind_back(fds)
         for cover in outer:
             try:
                 _mount(None, cover, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
@@ -317,6 +340,31 @@ def _expose(paths: list[str], covers: list[str] = ()) -> None:
     finally:
         for fd in fds.values():
             os.close(fd)
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _hidden(path: str, hide: list[str]) -> bool:
+    """Whether ``path`` lies in (or is) one of the grader's hidden paths: those stay hidden."""
+    return any(_under(path, h) for h in hide)
+
+
+def _open_dirs(paths) -> dict[str, int]:
+    """A handle on each existing folder, valid after something is mounted over the way to it."""
+    return {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p in paths if os.path.isdir(p)}
+
+
+def _bind_back(fds: dict[str, int]) -> None:
+    """Show each folder again, read-only, at its usual place (under a cover mounted since)."""
+    for path, fd in fds.items():
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        try:
+            _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        except OSError:
+            pass
 
 
 def _copy_in(path: str) -> bytes | None:

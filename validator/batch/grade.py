@@ -5,18 +5,29 @@ report), ``OUT/gradescope/NAME/results.json`` and ``OUT/junit/NAME.xml``; for
 the run: ``OUT/grades.csv`` (``grades-I-of-N.csv`` for a shard) and the
 manifest ``OUT/shards/shard-I-of-N.json`` that ``validator merge`` reads.
 
+Before anyone is graded, a *canary* -- the reference, with the answer key's
+answers -- is graded by the same pool, sandbox and limits (see :func:`run_canary`):
+if it loses a point, the grader's own environment is broken (a package the
+worker cannot import, a path the sandbox hides), nothing is graded and the run
+stops with a grader error that names the checks and what was out of reach.
+
 Exit status: 0 when every submission was graded, whatever the scores; 2 for a
-usage error; 3 when the grader itself failed (on some submission, or at all).
+usage error; 3 when the grader itself failed (the canary, some submission, or at all).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import re
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Sequence, TextIO
+
+import yaml
 
 from validator import paths
 from validator.api import UsageError, select_challenges
@@ -31,11 +42,16 @@ from validator.reporters.junit import write_junit
 from validator.results import Report
 
 EXIT_OK, EXIT_USAGE, EXIT_GRADER = 0, 2, 3
+CANARY = ".canary"  # a hidden name: ``discover`` never yields it, so no submission can take it
+_MISSING_MODULE = re.compile(r"No module named '([A-Za-z0-9_.]+)'")
 
 
 def grader_paths(*extra: str | Path) -> list[str]:
     """What a worker must not see: the grader's folders (not the Python install inside them), plus ``extra``."""
-    runtime = [Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}]
+    from validator import sandbox
+
+    grader_code = Path(sandbox.__file__).resolve().parent
+    runtime = [Path(p) for p in sandbox.runtime_dirs() if Path(p) != grader_code]
     root = paths.PROJECT_ROOT.resolve()
     hidden = [paths.reference_dir(), paths.challenges_dir(), *extra]
     if not any(r == root or root in r.parents for r in runtime):
@@ -47,6 +63,71 @@ def grader_paths(*extra: str | Path) -> list[str]:
     return [str(Path(p).resolve()) for p in hidden]
 
 
+# -- the canary: the grader proves its environment before it grades anyone ------------------------
+def canary_folder(*, reference_dir: str | Path, into: str | Path) -> Path:
+    """A submission folder holding the reference's ``layers.py`` and the answer key's answers."""
+    reference_dir, folder = Path(reference_dir), Path(into) / CANARY
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (folder / "layers.py").write_bytes((reference_dir / "layers.py").read_bytes())
+    key_file = reference_dir / "answer_key.yaml"
+    key = yaml.safe_load(key_file.read_text(encoding="utf-8")) if key_file.is_file() else None
+    answers = {cid: {qid: entry.get("answer") if isinstance(entry, dict) else entry
+                     for qid, entry in (questions or {}).items()}
+               for cid, questions in (key or {}).items()}
+    (folder / "answers.yaml").write_text(yaml.safe_dump(answers, sort_keys=True), encoding="utf-8")
+    return folder
+
+
+def canary_problem(outcome: Outcome, *, degraded: Sequence[str] = ()) -> str | None:
+    """None when the canary scored full marks; otherwise what lost points, and what the sandbox hid."""
+    if outcome.error is not None or outcome.report is None:
+        lost = [f"  the grader failed on it: {(outcome.error or 'no report').strip()[-2000:]}"]
+        score = "no score"
+    else:
+        report = report_from_dict(outcome.report)
+        if report.score >= report.max_score:
+            return None
+        score = f"{report.score:g}/{report.max_score:g}"
+        lost = []
+        for ch in report.challenges:
+            if ch.problem:
+                lost.append(f"  {ch.id}: {ch.problem.strip()[:600]}")
+            for c in ch.checks:
+                if c.score < c.max_score:  # a question's message may quote the key: never printed
+                    said = "check the answer key's entry" if c.kind == "question" else c.message.strip()[:400]
+                    lost.append(f"  {ch.id}/{c.id} ({c.kind}): {c.status}, {c.score:g}/{c.max_score:g}: {said}")
+        lost += [f"  note: {n}" for n in report.notes]
+    lines = [f"the grader's self-test failed, so nobody was graded: the reference with the answer key, "
+             f"graded in the same sandbox and limits as the submissions, got {score} "
+             "(a grader problem, never a student's):", *dict.fromkeys(lost[:40])]
+    lines += unreachable("\n".join(lost))
+    if degraded:
+        lines.append("  sandbox weaker than intended: " + "; ".join(degraded))
+    return "\n".join(lines)
+
+
+def unreachable(text: str) -> list[str]:
+    """Explain each module the worker could not import: where the grader finds it, what the sandbox shows."""
+    from validator.sandbox import runtime_dirs
+
+    shown = runtime_dirs()
+    out = []
+    for name in dict.fromkeys(m.split(".")[0] for m in _MISSING_MODULE.findall(text)):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        where = (spec.origin or (list(spec.submodule_search_locations or []) or [None])[0]) if spec else None
+        if where is None:
+            out.append(f"  the worker cannot import {name!r}, and neither can the grader's Python "
+                       f"({sys.executable}): install it there (e.g. `{sys.executable} -m pip install {name}`)")
+        else:
+            out.append(f"  the worker cannot import {name!r}, which the grader's Python finds at {where}: the "
+                       f"sandbox shows the worker only {', '.join(shown)}; install it inside one of them, or "
+                       "grade with --no-isolation to confirm it is the sandbox")
+    return out
+
+
 def write_outputs(out: Path, name: str, report: Report) -> None:
     write_json(report, out / f"{name}.json")
     write_gradescope(report, out / "gradescope" / name / "results.json")
@@ -56,8 +137,13 @@ def write_outputs(out: Path, name: str, report: Report) -> None:
 def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequence[str] | None = None,
                  workers: int | None = None, timeout: float = 300.0, memory: int = 2048,
                  shard: str | None = None, seed: int = 0, profile: str = "batch", isolate: bool = True,
-                 stream: TextIO | None = None, live: bool | None = None) -> int:
-    """Grade every submission (of this shard) under ``submissions``; return the exit status."""
+                 stream: TextIO | None = None, live: bool | None = None, canary: bool = True,
+                 canary_dir: str | Path | None = None) -> int:
+    """Grade every submission (of this shard) under ``submissions``; return the exit status.
+
+    The canary (``canary_dir``, by default the reference and its key) is graded first on the same
+    warm slots; if it loses a point the run stops with :data:`EXIT_GRADER` and writes no gradebook.
+    """
     from validator.profiles import get_settings
     from validator.sandbox import Limits
     from validator.spec import load_catalogue
@@ -77,9 +163,11 @@ def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequen
     out.mkdir(parents=True, exist_ok=True)
     workers = max(1, workers or os.cpu_count() or 1)
     limits = Limits(wall_s=float(timeout), cpu_s=max(1, int(timeout)), memory_mb=int(memory))
+    canary_tmp = tempfile.TemporaryDirectory(prefix="validator-canary-")  # root's, 0700; hidden below
     config = {"challenges": [c.id for c in selected], "seed": seed, "profile": profile,
               "limits": vars(limits), "isolate": isolate,
-              "hide": grader_paths(submissions, out), "reference_dir": str(paths.reference_dir()),
+              "hide": grader_paths(submissions, out, canary_tmp.name, *([canary_dir] if canary_dir else [])),
+              "reference_dir": str(paths.reference_dir()),
               "challenges_dir": str(paths.challenges_dir())}
     progress = Progress(len(subs), stream=stream, live=live)
     progress.log(f"grading {len(subs)} submission(s) from {submissions}"
@@ -114,15 +202,26 @@ def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequen
         rows.append((outcome.name, report))
         progress.advance(outcome.name, f"{summary} in {outcome.seconds:.1f} s")
 
-    pool = Pool(config, workers=workers, watchdog_s=2 * timeout + 300, on_ready=on_ready)
+    pool = Pool(config, workers=workers, watchdog_s=2 * timeout + 300, on_ready=on_ready, keep=True)
     try:
+        pool.start(min(workers, max(1, len(subs))))  # all slots warm up while the canary is graded
+        if canary:
+            folder = Path(canary_dir) if canary_dir else canary_folder(reference_dir=paths.reference_dir(),
+                                                                       into=canary_tmp.name)
+            problem = run_canary(pool, folder, out=out, progress=progress, degraded=degraded_seen)
+            if problem:
+                progress.close()
+                print(f"error: {problem}", file=stream or sys.stderr)
+                return EXIT_GRADER
         pool.run([(s.name, str(s.folder.resolve())) for s in subs], on_result)
     except RuntimeError as exc:
         progress.close()
         print(f"error: {exc}", file=stream or sys.stderr)
         return EXIT_GRADER
     finally:
+        pool.close()
         progress.close()
+        canary_tmp.cleanup()
     csv_name = "grades.csv" if which.count == 1 else f"grades-{which.label}.csv"
     write_csv(rows, out / csv_name, challenges=[c.id for c in selected])
     manifest = {"shard": which.index, "shards": which.count, "seed": seed, "profile": profile,
@@ -137,6 +236,20 @@ def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequen
     print(f"graded {len(rows)} submission(s) in {elapsed:.0f} s ({rate:.1f}/min); "
           f"{len(failures)} grader failure(s); gradebook: {out / csv_name}", file=stream or sys.stderr)
     return EXIT_GRADER if failures else EXIT_OK
+
+
+def run_canary(pool: Pool, folder: Path, *, out: Path, progress: Progress, degraded: set[str]) -> str | None:
+    """Grade the canary on ``pool``'s warm slots; None when it scored full marks, else the error to print."""
+    outcomes: list[Outcome] = []
+    pool.run([(CANARY, str(Path(folder).resolve()))], outcomes.append)
+    outcome = outcomes[0] if outcomes else Outcome(CANARY, None, "the canary was not graded", 0.0)
+    problem = canary_problem(outcome, degraded=sorted(degraded))
+    if problem is None:
+        progress.log(f"self-test: the reference and the answer key scored full marks in the sandbox "
+                     f"({outcome.seconds:.1f} s)")
+    elif outcome.report is not None:
+        (out / "canary.json").write_text(json.dumps(outcome.report, indent=2) + "\n")
+    return problem
 
 
 def main(*, stream: TextIO | None = None, **kwargs) -> int:

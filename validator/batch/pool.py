@@ -88,12 +88,23 @@ class Pool:
     watchdog_s: float  # a slot silent this long on one submission is killed (a grader hang)
     on_ready: Callable[[dict], None] = lambda message: None
     slots: list[SlotProcess] = field(default_factory=list)
+    keep: bool = False  # leave the slots warm after run(), for a next run (the canary, then the batch); close()
+
+    def start(self, count: int) -> None:
+        """Start slots until there are ``count`` (their templates warm up in parallel)."""
+        while len(self.slots) < count:
+            self.slots.append(SlotProcess(self.config))
+
+    def close(self) -> None:
+        for slot in self.slots:
+            slot.stop(force=slot.task is not None)
+        self.slots = []
 
     def run(self, tasks: Iterable[tuple[str, str]], on_result: Callable[[Outcome], None]) -> None:
         pending = deque(tasks)
         tries: dict[str, int] = {}
         startup_failures = 0
-        self.slots = [SlotProcess(self.config) for _ in range(max(1, min(self.workers, len(pending))))]
+        self.start(max(1, min(self.workers, len(pending))))
         try:
             while pending or any(s.task for s in self.slots):
                 for slot in self.slots:
@@ -142,6 +153,5 @@ class Pool:
                     if pending or any(s.task for s in self.slots):
                         self.slots.append(SlotProcess(self.config))
         finally:
-            for slot in self.slots:
-                slot.stop(force=slot.task is not None)
-            self.slots = []
+            if not self.keep or any(s.task for s in self.slots):
+                self.close()

@@ -1,28 +1,115 @@
-"""Glue for run_autograder: a submit-build JSON report to Gradescope's results.json, and a CI summary.
+"""The autograder bundle's grading step (Gradescope's ``run_autograder``, the GitHub workflow).
 
-    python -m validator.instructor.gradescope report.json results.json [--log report.txt]
-    python -m validator.instructor.gradescope --missing results.json
+    python -m validator.instructor.gradescope --root /autograder [--profile P] [--timeout S] [--memory MB]
     python -m validator.instructor.gradescope --summary results.json
+
+:func:`autograde` grades ``ROOT/submission`` exactly as ``validator grade`` grades a
+folder: the submission's regular files (never what a link points at) are copied into a
+workspace only the grader can reach, the batch grader runs the canary (the reference
+with the answer key) and then the submission in a worker forked from a warm template,
+as an unprivileged uid in its own namespaces, with its limits and a scratch dir as cwd.
+``ROOT/results/results.json`` is then written by this process from the verdicts the
+batch grader computed; nothing the student's process could touch is read back.
+
+Where the machine cannot give the sandbox (no root, no namespaces, no uid switch), the
+score is refused (0, with a grader error naming what is missing) unless the instructor
+opted in to a degraded sandbox: ``VALIDATOR_ALLOW_DEGRADED=1`` in the environment, or
+``allow_degraded: true`` in the bundle's ``autograder.yaml`` (``validator release
+--autograder DIR --allow-degraded`` writes it). The output then says which defences ran.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import os
 import sys
+import tempfile
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
+
+NAME = "submission"  # the one submission's name in the batch grader's outputs
+MAX_FILE_BYTES = 16 << 20  # a file over this is not copied (the batch's own, smaller caps apply after)
+MAX_HELPERS = 20
+SETTINGS_FILE = "autograder.yaml"
+ALLOW_ENV = "VALIDATOR_ALLOW_DEGRADED"
+EXIT_OK, EXIT_GRADER = 0, 3
 
 
-def to_gradescope(report: dict[str, Any], log: str = "") -> dict[str, Any]:
-    """The shared Gradescope reporter applied to a report read back from JSON."""
-    from validator.batch.reports import report_from_dict
-    from validator.reporters.gradescope import gradescope_dict
+# -- taking the submission in ---------------------------------------------------------------------------
+def find_submission(folder: Path) -> Path | None:
+    """The shallowest folder under ``folder`` holding a ``layers.py`` (links are not followed)."""
+    found: list[tuple[int, str]] = []
+    for current, dirs, names in os.walk(folder):  # os.walk does not descend into linked folders
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        if "layers.py" in names:
+            found.append((current.count(os.sep), current))
+    return Path(min(found)[1]) if found else None
 
-    out = gradescope_dict(report_from_dict(report))
-    if log:
-        out["output"] += "\n\n" + log[-8000:]
-    return out
+
+def _read_plain(path: Path, cap: int) -> bytes | None:
+    """The bytes of a regular file that is not a link, or None (a link, a fifo, a device, too large)."""
+    from validator.intake import IntakeError, read_submission_file
+
+    try:
+        return read_submission_file(path, cap=cap)
+    except IntakeError:
+        return None
+
+
+def stage(source: Path, dest: Path) -> list[str]:
+    """Copy ``layers.py``, ``answers.yaml`` and a few helper modules from ``source`` into ``dest``.
+
+    Only regular files are copied, never through a link, so the grader never reads, on a
+    student's behalf, a file the student chose (the answer key, another student's answers).
+    Returns notes for the student about what was left out.
+    """
+    dest.mkdir(mode=0o700, parents=True)
+    notes = []
+    helpers = sorted(p.name for p in source.glob("*.py") if p.name != "layers.py")[:MAX_HELPERS]
+    for name in ["layers.py", "answers.yaml", *helpers]:
+        path = source / name
+        if not os.path.lexists(path):
+            continue
+        data = _read_plain(path, MAX_FILE_BYTES)
+        if data is None:
+            notes.append(f"{name} was not graded: not a regular file (a link?), or larger than "
+                         f"{MAX_FILE_BYTES >> 20} MiB; submit the file itself")
+            continue
+        (dest / name).write_bytes(data)
+    return notes
+
+
+# -- the sandbox ---------------------------------------------------------------------------------------
+def allowed_degraded(bundle: Path) -> bool:
+    """The instructor's explicit opt-in to grading without the full sandbox."""
+    import yaml
+
+    if os.environ.get(ALLOW_ENV, "").strip().lower() in ("1", "true", "yes"):
+        return True
+    try:
+        settings = yaml.safe_load((bundle / SETTINGS_FILE).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(settings, dict) and settings.get("allow_degraded") is True
+
+
+def sandbox_status() -> tuple[list[str], list[str]]:
+    """(defences active on this machine, defences missing), as the batch grader's slots would plan them."""
+    from validator.sandbox import FIRST_UID, Limits, defences, plan
+
+    box = plan(Limits(), hide=[], files={}, uid=FIRST_UID)
+    return defences(box), list(box.degraded)
+
+
+# -- results ---------------------------------------------------------------------------------------------
+def grader_error(message: str, sandbox_line: str) -> dict[str, Any]:
+    """A results.json that is no grade: score 0, and a message saying it is the grader's problem."""
+    return {"score": 0.0, "tests": [], "visibility": "visible", "stdout_visibility": "hidden",
+            "output": f"GRADER ERROR, not a grade and not your fault: {message}\n"
+                      "Course staff have the details in the autograder's log.\n" + sandbox_line}
 
 
 def missing() -> dict[str, Any]:
@@ -36,31 +123,112 @@ def summary(results: dict[str, Any]) -> str:
     lines = [f"## Grade: {results.get('score', 0):g} / {total:g}", "", "| check | points |", "|---|---|"]
     lines += [f"| {'✅' if t['status'] == 'passed' else '❌'} {t['name']} | {t['score']:g}/{t['max_score']:g} |"
               for t in tests]
+    if not tests:
+        lines += ["", "```", str(results.get("output", ""))[:4000], "```"]
     return "\n".join(lines) + "\n"
+
+
+def text_report(results: dict[str, Any]) -> str:
+    """The student-visible report as plain text (for a CI log)."""
+    lines = [str(results.get("output", "")), ""]
+    for t in results.get("tests", []):
+        lines.append(f"[{t['status']}] {t['name']}: {t['score']:g}/{t['max_score']:g}")
+        if t["status"] != "passed" and t.get("output"):
+            lines += ["    " + line for line in str(t["output"]).splitlines()]
+    lines.append(f"score: {results.get('score', 0):g}")
+    return "\n".join(lines) + "\n"
+
+
+def _write(results_dir: Path, results: dict[str, Any], report: dict[str, Any] | None, log: str) -> None:
+    results_dir.mkdir(parents=True, exist_ok=True)
+    (results_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    (results_dir / "report.txt").write_text(text_report(results), encoding="utf-8")
+    (results_dir / "grader.log").write_text(log, encoding="utf-8")
+    if report is not None:
+        (results_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+class _Tee(io.StringIO):
+    def __init__(self, stream: TextIO):
+        super().__init__()
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(text)
+        self.stream.flush()
+        return super().write(text)
+
+
+# -- the grading step ------------------------------------------------------------------------------------
+def autograde(*, root: str | Path, profile: str = "batch", timeout: float = 300.0, memory: int = 2048,
+              allow_degraded: bool | None = None, stream: TextIO | None = None) -> int:
+    """Grade ``root/submission`` in the sandbox and write ``root/results``; 0 when graded, 3 on a grader error."""
+    from validator import paths
+
+    started = time.monotonic()
+    root = Path(root)
+    results_dir = root / "results"
+    log = _Tee(stream or sys.stderr)
+    active, missing_defences = sandbox_status()
+    sandbox_line = "sandbox: " + "; ".join(active) + (
+        " -- MISSING: " + "; ".join(missing_defences) if missing_defences else "")
+    print(sandbox_line, file=log)
+    if allow_degraded is None:
+        allow_degraded = allowed_degraded(paths.PROJECT_ROOT)
+    if missing_defences and not allow_degraded:
+        print(f"error: refusing to grade: the sandbox is incomplete on this machine ({'; '.join(missing_defences)}). "
+              f"Run the autograder as root where namespaces are allowed, or opt in to a degraded, unofficial "
+              f"grade with {ALLOW_ENV}=1 or `allow_degraded: true` in {SETTINGS_FILE}.", file=log)
+        _write(results_dir, grader_error("the autograder cannot isolate submissions on this machine, so it "
+                                         "refuses to grade.", sandbox_line), None, log.getvalue())
+        return EXIT_GRADER
+    folder = find_submission((root / "submission").resolve())  # the folder itself may be a link the grader made
+    if folder is None:
+        _write(results_dir, missing(), None, log.getvalue())
+        return EXIT_OK
+    from validator.batch.grade import grade_folder  # imports torch: only once there is something to grade
+
+    with tempfile.TemporaryDirectory(prefix="autograder-") as work:  # root's and 0700; hidden from workers
+        notes = stage(folder, Path(work) / "subs" / NAME)
+        out = Path(work) / "out"
+        status = grade_folder(submissions=Path(work) / "subs", out=out, profile=profile, timeout=timeout,
+                              memory=memory, workers=1, stream=log, live=False)
+        verdicts = out / "gradescope" / NAME / "results.json"
+        if status == EXIT_OK and verdicts.is_file():
+            results = json.loads(verdicts.read_text(encoding="utf-8"))
+            report = json.loads((out / f"{NAME}.json").read_text(encoding="utf-8"))
+        elif verdicts.is_file():  # the batch grader's stand-in report for a grader failure on this submission
+            results = json.loads(verdicts.read_text(encoding="utf-8"))
+            results["score"] = 0.0
+            results["output"] = "GRADER ERROR, not a grade and not your fault: the grader failed on this " \
+                                "submission; it will be regraded.\n" + results.get("output", "")
+            report = None
+        else:
+            results, report = grader_error("the autograder's self-test (the reference, graded in the same "
+                                           "sandbox) failed, so nothing was graded.", sandbox_line), None
+    extra = [f"note: {n}" for n in notes]
+    if missing_defences:
+        extra.append("UNOFFICIAL: graded in a degraded sandbox, as the instructor allowed")
+    results["output"] = "\n".join([*extra, results.get("output", ""), sandbox_line])
+    results["execution_time"] = round(time.monotonic() - started, 1)
+    _write(results_dir, results, report, log.getvalue())
+    return status
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m validator.instructor.gradescope")
-    parser.add_argument("paths", nargs="+")
-    parser.add_argument("--log")
-    parser.add_argument("--missing", action="store_true")
-    parser.add_argument("--summary", action="store_true")
+    parser.add_argument("--root", help="the autograder root (holding submission/ and results/)")
+    parser.add_argument("--profile", default="batch")
+    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--memory", type=int, default=2048)
+    parser.add_argument("--summary", metavar="RESULTS_JSON", help="print a Markdown summary of a results.json")
     args = parser.parse_args(argv)
     if args.summary:
-        sys.stdout.write(summary(json.loads(Path(args.paths[0]).read_text())))
-        return 0
-    if args.missing:
-        Path(args.paths[-1]).write_text(json.dumps(missing(), indent=2))
-        return 0
-    report_path, out = Path(args.paths[0]), Path(args.paths[1])
-    if not report_path.exists():
-        log = Path(args.log).read_text(errors="replace") if args.log and Path(args.log).exists() else ""
-        out.write_text(json.dumps({"score": 0.0, "tests": [], "visibility": "visible",
-                                   "output": "the grader produced no report:\n" + log[-20000:]}, indent=2))
-        return 0
-    log = Path(args.log).read_text(errors="replace") if args.log and Path(args.log).exists() else ""
-    out.write_text(json.dumps(to_gradescope(json.loads(report_path.read_text()), log), indent=2))
-    return 0
+        sys.stdout.write(summary(json.loads(Path(args.summary).read_text(encoding="utf-8"))))
+        return EXIT_OK
+    if not args.root:
+        parser.error("pass --root DIR or --summary FILE")
+    return autograde(root=args.root, profile=args.profile, timeout=args.timeout, memory=args.memory)
 
 
 if __name__ == "__main__":

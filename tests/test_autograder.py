@@ -1,0 +1,388 @@
+"""The autograder bundle as deployed: Gradescope's layout, its run_autograder and the GitHub grading step,
+fed hostile submissions; the canary; a Python installed under /tmp.
+
+The default tier's representative, one run of a submission trying every attack, is
+``test_release.py::test_autograder_bundle_resists_a_hostile_submission`` (it reuses that module's bundle).
+Each hostile submission starts from the mini project's BROKEN layer (its true score is below full
+marks) and tries to gain points by reading the reference or the key, rewriting the grader's files,
+forging results.json, or linking its answers to someone else's. None may gain a point, nothing may
+persist in the bundle, and an honest submission graded afterwards from the same folder gets full marks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from test_regenerate import BROKEN, CORRECT, make_project, run_regenerate
+from validator.instructor import gradescope as ag
+from validator.instructor.release import build_autograder
+from validator.sandbox import capabilities
+
+ROOT = Path(__file__).resolve().parents[1]
+IMPL = ROOT / "tests" / "implementations" / "token_embedding"
+HONEST_ANSWERS = "scaling: {factor: 3, kind: b}\n"
+FORGED = {"score": 999.0, "tests": [], "output": "forged"}
+
+
+def sandboxed() -> bool:
+    caps = capabilities()
+    return caps["root"] and caps["namespaces"] and caps["setuid"]
+
+
+needs_sandbox = pytest.mark.skipif(not sandboxed(), reason="the full sandbox needs root, namespaces and setuid "
+                                                           "(validator.sandbox.capabilities() says no)")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("VALIDATOR_CHALLENGES", "VALIDATOR_REFERENCE", "VALIDATOR_PROFILE", "PYTHONPATH", "CI",
+                        ag.ALLOW_ENV, "GITHUB_STEP_SUMMARY")}
+    env.update(extra)
+    return env
+
+
+def tree_digest(folder: Path) -> dict[str, str]:
+    """Every entry of a tree (links and folders too) with a hash of its content: what 'unchanged' means."""
+    out = {}
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder).as_posix()
+        if path.is_symlink():
+            out[rel] = "link:" + os.readlink(path)
+        elif path.is_file():
+            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+        else:
+            out[rel] = "dir"
+    return out
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    root = tmp_path_factory.mktemp("deploy")
+    dirs = make_project(root / "project")
+    code, text = run_regenerate(dirs, self_check=False)
+    assert code == 0, text
+    out = root / "bundle"
+    build_autograder(out, challenges_dir=dirs["challenges"], reference_dir=dirs["reference"])
+    return out
+
+
+def attacks(bundle: Path, ag_root: Path, other: Path) -> str:
+    """BROKEN plus every attack at import: steal the reference, edit the grader, forge results, linger."""
+    return BROKEN + textwrap.dedent(f"""
+        import os, json, time
+        BUNDLE, AG = {str(bundle)!r}, {str(ag_root)!r}
+        for secret in ("reference/layers.py", "reference/answer_key.yaml"):
+            try:
+                print(open(os.path.join(BUNDLE, secret)).read())
+                if secret.endswith(".py"):
+                    ns = {{}}
+                    exec(open(os.path.join(BUNDLE, secret)).read(), ns)
+                    scaled = ns["scaled"]
+            except Exception as exc:
+                print("no", secret, exc)
+        for target in ("validator/reporters/gradescope.py", "validator/instructor/gradescope.py",
+                       "run_autograder", "reference/layers.py"):
+            try:
+                with open(os.path.join(BUNDLE, target), "a") as fh:
+                    fh.write("\\n# pwned\\n")
+            except Exception as exc:
+                print("no", target, exc)
+        for folder in (BUNDLE, os.path.join(AG, "results"), os.getcwd(), os.path.dirname(os.getcwd())):
+            try:
+                with open(os.path.join(folder, "results.json"), "w") as fh:
+                    json.dump({FORGED!r}, fh)
+            except Exception as exc:
+                print("no", folder, exc)
+        try:
+            os.symlink({str(other)!r}, os.path.join(AG, "submission", "answers.yaml"))
+        except Exception as exc:
+            print("no link", exc)
+        if os.fork() == 0:  # a daemon that forges results.json once the grader has written it
+            os.setsid()
+            for _ in range(100):
+                time.sleep(0.1)
+                for folder in (os.path.join(AG, "results"), BUNDLE):
+                    try:
+                        with open(os.path.join(folder, "results.json"), "w") as fh:
+                            json.dump({FORGED!r}, fh)
+                    except Exception:
+                        pass
+            os._exit(0)
+    """)
+
+
+def lay_out(ag_root: Path, layers: str, answers: str | None = None, answers_link: Path | None = None) -> None:
+    """Gradescope's layout: ROOT/submission (as uploaded, here under student/), ROOT/results absent."""
+    shutil.rmtree(ag_root / "submission", ignore_errors=True)
+    shutil.rmtree(ag_root / "results", ignore_errors=True)
+    folder = ag_root / "submission" / "student"
+    folder.mkdir(parents=True)
+    (folder / "layers.py").write_text(layers)
+    if answers is not None:
+        (folder / "answers.yaml").write_text(answers)
+    if answers_link is not None:
+        (folder / "answers.yaml").symlink_to(answers_link)
+
+
+def run_autograder(bundle: Path, ag_root: Path, **env: str) -> tuple[int, dict, str]:
+    done = subprocess.run(["bash", str(bundle / "run_autograder")], capture_output=True, text=True, timeout=600,
+                          env=clean_env(AUTOGRADER_ROOT=str(ag_root), PYTHON=sys.executable, **env), cwd="/")
+    results = json.loads((ag_root / "results" / "results.json").read_text())
+    return done.returncode, results, done.stdout + done.stderr
+
+
+def assert_honest_full_marks(results: dict, log: str) -> None:
+    assert results["score"] == sum(t["max_score"] for t in results["tests"]) > 0, log
+    assert {t["status"] for t in results["tests"]} == {"passed"}, results
+
+
+def assert_no_gain(results: dict, log: str) -> None:
+    """The hostile run's results are the grader's verdicts on BROKEN with no answers: below full marks."""
+    by_name = {t["name"]: t for t in results["tests"]}
+    assert results["score"] == sum(t["score"] for t in results["tests"]), results
+    assert results["score"] < sum(t["max_score"] for t in results["tests"]), log
+    questions = [t for name, t in by_name.items() if name.endswith(("question_factor", "question_kind"))]
+    assert len(questions) == 2 and all(t["score"] == 0 for t in questions), (sorted(by_name), results)
+    assert "forged" not in json.dumps(results) and "pwned" not in json.dumps(results)
+    assert "The multiplier applied" not in results["output"]  # the key's explanation
+
+
+def hostile_run(bundle: Path, tmp_path: Path) -> Path:
+    """Grade one submission that tries every attack; check it gained nothing and left the bundle as it was."""
+    before = tree_digest(bundle)
+    ag_root = tmp_path / "autograder"
+    other = tmp_path / "other_student_answers.yaml"
+    other.write_text(HONEST_ANSWERS)
+    lay_out(ag_root, attacks(bundle, ag_root, other), answers_link=other)
+    code, results, log = run_autograder(bundle, ag_root, VALIDATOR_PROFILE="quick")
+    assert code == 0, log
+    assert_no_gain(results, log)
+    assert "answers.yaml was not graded" in results["output"]
+    assert "sandbox: " in results["output"] and "MISSING" not in results["output"]
+    assert "The multiplier applied" not in log and "return x * 3 + 1" not in log  # nothing of the key or reference
+    assert tree_digest(bundle) == before, "the submission changed the bundle"
+    assert not (ag_root / "submission" / "answers.yaml").exists()
+    return ag_root
+
+
+@needs_sandbox
+@pytest.mark.thorough
+def test_hostile_then_honest_from_the_same_folder(bundle, tmp_path):
+    """After the hostile run, an honest submission graded from the same folder gets full marks."""
+    before = tree_digest(bundle)
+    ag_root = hostile_run(bundle, tmp_path)
+    lay_out(ag_root, CORRECT, HONEST_ANSWERS)
+    code, results, log = run_autograder(bundle, ag_root, VALIDATOR_PROFILE="quick")
+    assert code == 0, log
+    assert_honest_full_marks(results, log)
+    assert "self-test: the reference and the answer key scored full marks" in log
+    assert tree_digest(bundle) == before
+
+
+@needs_sandbox
+@pytest.mark.thorough
+@pytest.mark.parametrize("attack", ["read", "edit", "forge", "link"])
+def test_each_attack_gains_nothing(bundle, tmp_path, attack):
+    """Each attack alone, against the true score of BROKEN graded plainly."""
+    ag_root = tmp_path / "autograder"
+    lay_out(ag_root, BROKEN)
+    _, plain, _ = run_autograder(bundle, ag_root, VALIDATOR_PROFILE="quick")
+    other = tmp_path / "other.yaml"
+    other.write_text(HONEST_ANSWERS)
+    lines = {"read": f"print(open({str(bundle / 'reference' / 'answer_key.yaml')!r}).read())\n"
+                     f"exec(open({str(bundle / 'reference' / 'layers.py')!r}).read())\n",
+             "edit": f"open({str(bundle / 'validator' / 'reporters' / 'gradescope.py')!r}, 'a').write('# pwned')\n",
+             "forge": f"import json; json.dump({FORGED!r}, open({str(ag_root / 'results' / 'results.json')!r}, 'w'))\n",
+             "link": ""}
+    source = BROKEN + "try:\n" + textwrap.indent(lines[attack] or "pass\n", "    ") + "except Exception:\n    pass\n"
+    before = tree_digest(bundle)
+    lay_out(ag_root, source, answers_link=other if attack == "link" else None)
+    code, results, log = run_autograder(bundle, ag_root, VALIDATOR_PROFILE="quick")
+    assert code == 0, log
+    assert results["score"] == plain["score"], log
+    assert [t["score"] for t in results["tests"]] == [t["score"] for t in plain["tests"]]
+    assert tree_digest(bundle) == before
+
+
+@needs_sandbox
+@pytest.mark.thorough
+def test_github_grading_step_run_locally(bundle, tmp_path):
+    """grade_github.sh, the workflow's grading step, with the runner's variables pointing at temporary folders."""
+    workflow = (bundle / ".github" / "workflows" / "grade.yml").read_text()
+    assert "run: bash grade_github.sh" in workflow
+    workspace = tmp_path / "workspace"
+    runner_temp = tmp_path / "runner_temp"
+    runner_temp.mkdir()
+    other = tmp_path / "other.yaml"
+    other.write_text(HONEST_ANSWERS)
+    summary = tmp_path / "summary.md"
+    before = tree_digest(bundle)
+
+    def step(layers: str, answers_link: Path | None = None, answers: str | None = None):
+        shutil.rmtree(workspace, ignore_errors=True)
+        (workspace / "submission").mkdir(parents=True)
+        (workspace / "submission" / "layers.py").write_text(layers)
+        if answers_link:
+            (workspace / "submission" / "answers.yaml").symlink_to(answers_link)
+        if answers:
+            (workspace / "submission" / "answers.yaml").write_text(answers)
+        done = subprocess.run(["bash", str(bundle / "grade_github.sh")], capture_output=True, text=True, timeout=600,
+                              env=clean_env(GITHUB_WORKSPACE=str(workspace), RUNNER_TEMP=str(runner_temp),
+                                            GITHUB_STEP_SUMMARY=str(summary), PYTHON=sys.executable,
+                                            VALIDATOR_PROFILE="quick"), cwd=str(bundle))
+        results = json.loads((runner_temp / "autograder" / "results" / "results.json").read_text())
+        return done.returncode, results, done.stdout + done.stderr
+
+    code, results, log = step(attacks(bundle, runner_temp / "autograder", other), answers_link=other)
+    assert code == 0, log
+    assert_no_gain(results, log)
+    assert tree_digest(bundle) == before
+    code, results, log = step(CORRECT, answers=HONEST_ANSWERS)
+    assert code == 0, log
+    assert_honest_full_marks(results, log)
+    assert "## Grade:" in summary.read_text() and "[passed]" in log
+    assert tree_digest(bundle) == before
+
+
+def test_run_autograder_refuses_without_the_sandbox(tmp_path, monkeypatch):
+    """No root / no namespaces and no opt-in: score 0, a grader error naming what is missing, exit 3."""
+    monkeypatch.setattr(ag, "sandbox_status", lambda: (["limits"], ["not root: student code runs as the grader's user"]))
+    monkeypatch.delenv(ag.ALLOW_ENV, raising=False)
+    ag_root = tmp_path / "autograder"
+    lay_out(ag_root, CORRECT, HONEST_ANSWERS)
+    stream = io.StringIO()
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / ag.SETTINGS_FILE).write_text("allow_degraded: false\n")
+    code = ag.autograde(root=ag_root, stream=stream, allow_degraded=ag.allowed_degraded(bundle))
+    results = json.loads((ag_root / "results" / "results.json").read_text())
+    assert code == ag.EXIT_GRADER and results["score"] == 0 and results["tests"] == []
+    assert "GRADER ERROR" in results["output"] and "MISSING: not root" in results["output"]
+    assert "refusing to grade" in stream.getvalue() and ag.ALLOW_ENV in stream.getvalue()
+    monkeypatch.setenv(ag.ALLOW_ENV, "1")
+    assert ag.allowed_degraded(bundle)
+    monkeypatch.delenv(ag.ALLOW_ENV)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / ag.SETTINGS_FILE).write_text("allow_degraded: true\n")
+    assert ag.allowed_degraded(tmp_path / "b") and not ag.allowed_degraded(bundle)
+
+
+def test_staging_copies_regular_files_only(tmp_path):
+    src = tmp_path / "sub" / "student"
+    src.mkdir(parents=True)
+    (src / "layers.py").write_text("x = 1\n")
+    (src / "helper.py").symlink_to("/etc/passwd")
+    secret = tmp_path / "key.yaml"
+    secret.write_text("secret: 1\n")
+    (src / "answers.yaml").symlink_to(secret)
+    assert ag.find_submission(tmp_path / "sub") == src
+    notes = ag.stage(src, tmp_path / "staged")
+    assert sorted(p.name for p in (tmp_path / "staged").iterdir()) == ["layers.py"]
+    assert any("answers.yaml" in n for n in notes) and any("helper.py" in n for n in notes)
+
+
+def test_unreachable_module_is_explained():
+    from validator.batch.grade import unreachable
+
+    [there] = unreachable("layers.py could not be imported: No module named 'yaml'")
+    assert "'yaml'" in there and "sandbox shows the worker only" in there and "yaml" in there.split("finds at")[1]
+    [nowhere] = unreachable("No module named 'surely_not_installed_q'")
+    assert "neither can the grader's Python" in nowhere
+
+
+# -- the canary, with the real catalogue ------------------------------------------------------------------
+@needs_sandbox
+@pytest.mark.thorough
+def test_a_canary_that_loses_points_stops_the_batch(tmp_path):
+    from validator.batch.grade import grade_folder
+
+    subs = tmp_path / "subs"
+    (subs / "alice").mkdir(parents=True)
+    shutil.copy(IMPL / "correct" / "indexing.py", subs / "alice" / "layers.py")
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    shutil.copy(IMPL / "broken" / "ids_clamped.py", canary / "layers.py")
+    stream = io.StringIO()
+    code = grade_folder(submissions=subs, out=tmp_path / "out", challenges=["token_embedding"], workers=1,
+                        timeout=120, stream=stream, live=False, canary_dir=canary)
+    text = stream.getvalue()
+    assert code == 3, text
+    assert "self-test failed, so nobody was graded" in text and "token_embedding/" in text, text
+    assert not (tmp_path / "out" / "grades.csv").exists() and not (tmp_path / "out" / "alice.json").exists()
+    assert (tmp_path / "out" / "canary.json").exists()
+
+
+# -- a Python installed under /tmp ------------------------------------------------------------------------
+def _tmp_venv(base: Path) -> Path:
+    """A venv under /tmp whose own site-packages holds a package (tmpdep) the submission imports."""
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    [site] = list((venv / "lib").glob("python3*/site-packages"))
+    here = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
+    (site / "grader.pth").write_text("\n".join([*here, str(ROOT)]) + "\n")
+    (site / "tmpdep").mkdir()
+    (site / "tmpdep" / "__init__.py").write_text("ANSWER = 42\n")
+    return venv
+
+
+@needs_sandbox
+@pytest.mark.thorough
+def test_a_venv_under_tmp_grades_as_without_isolation(tmp_path):
+    from validator.batch.grade import canary_folder
+
+    assert str(tmp_path).startswith("/tmp/")
+    venv = _tmp_venv(tmp_path)
+    subs = tmp_path / "subs"
+    (subs / "alice").mkdir(parents=True)
+    (subs / "alice" / "layers.py").write_text("import tmpdep\n" + (IMPL / "correct" / "indexing.py").read_text())
+    key_answers = canary_folder(reference_dir=ROOT / "reference", into=tmp_path / "key") / "answers.yaml"
+    shutil.copy(key_answers, subs / "alice" / "answers.yaml")
+    scores = {}
+    for mode in ("--no-isolation", None):
+        out = tmp_path / f"out{mode}"
+        done = subprocess.run([str(venv / "bin" / "python"), "-m", "validator", "grade", str(subs), "--out", str(out),
+                               "--challenge", "token_embedding", "--workers", "1", "--timeout", "120",
+                               *([mode] if mode else [])], capture_output=True, text=True, timeout=600,
+                              cwd=str(ROOT), env=clean_env())
+        assert done.returncode == 0, done.stderr
+        report = json.loads((out / "alice.json").read_text())
+        scores[mode] = (report["score"], report["max_score"])
+    assert scores[None] == scores["--no-isolation"] and scores[None][0] == scores[None][1] > 0, scores
+
+
+@needs_sandbox
+def test_the_sandbox_shows_a_runtime_under_tmp(tmp_path, monkeypatch):
+    """The exposure logic itself: a folder of runtime_dirs() under /tmp is readable in a sandboxed child."""
+    from validator import sandbox
+
+    runtime = tmp_path / "fakeprefix" / "lib"
+    runtime.mkdir(parents=True)
+    (runtime / "marker.py").write_text("X = 1\n")
+    hidden = tmp_path / "secret"
+    hidden.mkdir()
+    (hidden / "key").write_text("k")
+    monkeypatch.setattr(sandbox, "runtime_dirs", lambda: [str(runtime), str(tmp_path / "secret")])
+    box = sandbox.plan(sandbox.Limits(), hide=[str(hidden)], files={}, uid=sandbox.FIRST_UID + 3999)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        try:
+            sandbox.enter(box, keep_fds=[w])
+            seen = [os.path.exists(runtime / "marker.py"), os.path.exists(hidden / "key"), os.getuid()]
+            os.write(w, json.dumps(seen).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = os.read(r, 1000)
+    os.waitpid(pid, 0)
+    assert json.loads(data) == [True, False, sandbox.FIRST_UID + 3999]

@@ -136,7 +136,7 @@ def test_merge_refuses_missing_and_mismatched_shards(tmp_path):
     assert "shard(s) 3 of 3 missing" in stream.getvalue()
     assert batch_merge.main(shard_dirs=[tmp_path / "a", tmp_path / "b"], out=tmp_path / "m",
                             allow_missing=True, stream=stream) == 1
-    assert (tmp_path / "m" / "grades.csv").read_text().splitlines()[1:] == ["ann,1,2,1", "ben,1,2,1"]
+    assert (tmp_path / "m" / "grades.csv").read_text().splitlines()[1:] == ["ann,1,2,1,", "ben,1,2,1,"]  # the last column: review reasons (none)
     _fake_shard(tmp_path / "c", 3, 3, ["cat"], seed=5)
     assert batch_merge.main(shard_dirs=[tmp_path / "a", tmp_path / "b", tmp_path / "c"], out=tmp_path / "m",
                             stream=stream) == 2

@@ -298,3 +298,35 @@ def test_a_reply_to_another_request_is_a_protocol_failure():
         for fd in (req_r, resp_w):
             os.close(fd)
         worker.close()
+
+
+def test_worker_forked_from_the_grader_serves_and_dies_cleanly(tmp_path):
+    """In a single-threaded grader with torch imported, the worker is forked (no second cold import of
+    torch): it imports the student file, answers calls, survives a hang by being killed, and exits."""
+    import subprocess
+    import sys
+    import textwrap
+
+    student = tmp_path / "layers.py"
+    student.write_text("import torch\n\ndef f(x):\n    while x.sum() > 100:\n        pass\n    return x * 2\n")
+    script = textwrap.dedent(f'''
+        import torch
+        from validator.worker.client import Worker, WorkerFailure, _ForkedChild
+        with Worker({str(student)!r}) as w:
+            w.start()
+            assert isinstance(w.proc, _ForkedChild), type(w.proc)
+            assert w.load()["ok"]
+            call = {{"entry": "f", "kind": "function", "inputs": [{{"value": torch.ones(3)}}], "want": ["output"]}}
+            reply = w.request({{"op": "execute", "call": call}}, 30)
+            assert reply["ok"] and reply["output"].tolist() == [2.0, 2.0, 2.0], reply
+            hang = dict(call, inputs=[{{"value": torch.full((3,), 1000.0)}}])
+            try:
+                w.request({{"op": "execute", "call": hang}}, 2)
+            except WorkerFailure as exc:
+                assert exc.reason == "timeout", exc
+            else:
+                raise AssertionError("no time-out")
+        print("ok")
+    ''')
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout + proc.stderr

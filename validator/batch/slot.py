@@ -30,7 +30,7 @@ class Slot:
         from validator.spec import load_catalogue
         from validator.worker.client import Template
 
-        from validator.worker.main import skip_absent_device_seeding
+        from validator.runner import skip_absent_device_seeding
 
         skip_absent_device_seeding()
         self.config = config

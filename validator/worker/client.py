@@ -67,28 +67,44 @@ class Worker:
 
     # -- lifecycle -----------------------------------------------------------
     def start(self) -> None:
-        """Spawn the process now (it imports torch in the background)."""
+        """Start the process now: forked from this one where that is safe (torch already imported,
+        no other thread), so it pays no second cold ``import torch``; otherwise a fresh interpreter
+        that imports torch in the background."""
         if self.proc is not None:
             return
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
-        env.setdefault("OMP_NUM_THREADS", "1")
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        env.update(self.extra_env)
-        command = self.command or [sys.executable, "-m", "validator.worker.main"]
-        self.proc = subprocess.Popen(
-            command + [str(req_r), str(resp_w)], pass_fds=(req_r, resp_w),
-            stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
-            start_new_session=True, env=env, cwd=self.cwd or PROJECT_ROOT,
-            preexec_fn=self.preexec)
+        if self._can_fork():
+            _warm_before_fork()
+            self.proc = _fork_worker(req_r, resp_w, close=(req_w, resp_r), log_fd=self.log.fileno(),
+                                     cwd=self.cwd or str(PROJECT_ROOT))
+        else:
+            self.proc = self._spawn(req_r, resp_w)
         os.close(req_r)
         os.close(resp_w)
         os.set_blocking(req_w, False)  # requests are written with a deadline (write_message)
         self.req_fd = req_w
         self.reader = reply_reader(resp_r)
         self.load_reply = None
+
+    def _can_fork(self) -> bool:
+        """Forking is only safe with one thread, and only worth it once torch is imported here."""
+        return (hasattr(os, "fork") and self.command is None and self.preexec is None and not self.extra_env
+                and os.environ.get("VALIDATOR_WORKER_START", "fork") == "fork"
+                and "torch" in sys.modules and threading.active_count() == 1)
+
+    def _spawn(self, req_r: int, resp_w: int) -> subprocess.Popen:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
+        env.setdefault("OMP_NUM_THREADS", "1")
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env.update(self.extra_env)
+        command = self.command or [sys.executable, "-m", "validator.worker.main"]
+        return subprocess.Popen(
+            command + [str(req_r), str(resp_w)], pass_fds=(req_r, resp_w),
+            stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
+            start_new_session=True, env=env, cwd=self.cwd or PROJECT_ROOT,
+            preexec_fn=self.preexec)
 
     def _ensure_loaded(self) -> dict:
         self.start()
@@ -201,6 +217,93 @@ class Worker:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _ForkedChild:
+    """The part of ``subprocess.Popen`` the worker uses, for a child made with ``os.fork``."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                self.returncode = -1
+                return self.returncode
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
+            time.sleep(0.005)
+        return self.returncode
+
+
+_WARM = False
+
+
+def _warm_before_fork() -> None:
+    """Pay torch's lazy first-use costs once, here, before the first fork: the first backward, the
+    first dispatch-mode trace and the first profiler start each import or initialise hundreds of
+    modules. The grader and every worker forked after this share them instead of paying twice."""
+    global _WARM
+    if not _WARM:
+        from validator.worker.main import _prepare_template
+
+        _prepare_template()
+        _WARM = True
+
+
+def _fork_worker(req_r: int, resp_w: int, *, close: tuple[int, ...], log_fd: int, cwd: str) -> _ForkedChild:
+    """Fork a worker from this process: it serves requests with the torch this process imported.
+
+    The child gets its own session (so a kill reaches everything it starts), stdin from
+    /dev/null, stdout and stderr to the worker log, no other file descriptor, default
+    signal handlers, and leaves with ``os._exit`` so none of this process's exit code runs.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    pid = os.fork()
+    if pid:
+        return _ForkedChild(pid)
+    code = 0
+    try:  # pragma: no cover - child
+        os.setsid()
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        for fd in close:
+            os.close(fd)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        from validator.sandbox import close_fds_except
+
+        close_fds_except([0, 1, 2, req_r, resp_w])
+        import io
+
+        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
+        sys.dont_write_bytecode = True
+        os.chdir(cwd)
+        from validator.worker.main import serve
+
+        serve(req_r, resp_w)
+    except BaseException:  # noqa: BLE001 - the child must never return into the grader's code
+        code = 70
+    finally:
+        os._exit(code)
 
 
 def _entries_called(message: dict) -> list[str]:

@@ -53,10 +53,11 @@ def _load_student(path: str) -> tuple[dict, dict]:
 def serve(req_fd: int, resp_fd: int) -> None:
     import torch
 
-    from validator.runner import describe_entry, exception_info, execute
+    from validator.runner import describe_entry, exception_info, execute, skip_absent_device_seeding
     from validator.worker.protocol import ChannelClosed, Reader, write_message
 
     torch.set_num_threads(int(os.environ.get("VALIDATOR_WORKER_THREADS", "1")))
+    skip_absent_device_seeding()
     memory_mb = int(os.environ.get("VALIDATOR_MEMORY_MB", "0") or 0)
     reader = Reader(req_fd)
     namespace: dict = {}
@@ -150,26 +151,6 @@ def _device_broken(obj) -> bool:
     return found
 
 
-def skip_absent_device_seeding() -> None:
-    """Make ``torch.manual_seed`` cheap where there is no accelerator.
-
-    On a CPU-only machine ``torch.manual_seed`` still queues a seeding call for
-    CUDA, XPU and MTIA, each together with a formatted stack trace (``_lazy_call``),
-    and those calls can never run; under hypothesis's deep stacks that is ~5 ms a
-    seed and a third of the grader's time. Skip the backends that are absent.
-    """
-    import torch
-
-    for backend in ("cuda", "xpu", "mtia"):
-        module = getattr(torch, backend, None)
-        try:
-            absent = module is not None and not module.is_available()
-        except Exception:  # noqa: BLE001 - a backend that cannot even say: leave it alone
-            absent = False
-        if absent and hasattr(module, "manual_seed_all"):
-            module.manual_seed_all = lambda seed: None
-
-
 def _prepare_template() -> None:
     """Import everything a worker needs, so forked workers never read the grader's files again."""
     import torch  # noqa: F401
@@ -179,7 +160,7 @@ def _prepare_template() -> None:
     from validator import runner, sandbox  # noqa: F401
     from validator.worker import protocol  # noqa: F401
 
-    skip_absent_device_seeding()
+    runner.skip_absent_device_seeding()
     # The first dispatch-mode trace imports ~800 modules (dynamo, sympy): pay that once, here.
     weight = torch.nn.Parameter(torch.nn.init.trunc_normal_(torch.empty(4, 3)))
     call = {"entry": "f", "kind": "function", "inputs": [{"value": torch.tensor([0, 2, 2])}],

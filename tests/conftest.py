@@ -2,7 +2,7 @@
 
 `python -m pytest -n 2` runs the default tier. Tests marked ``thorough`` (many
 seeds, the red team, handout-vs-repository, the whole mutant library on every
-seed) are skipped there and run with ``--thorough`` (what `.ci/run` does).
+seed), and the older ``slow`` marker, are skipped there and run with ``--thorough`` (what `.ci/run` does).
 """
 
 import sys
@@ -30,5 +30,5 @@ def pytest_collection_modifyitems(config, items):
         return
     skip = pytest.mark.skip(reason="thorough tier: run with --thorough")
     for item in items:
-        if "thorough" in item.keywords:
+        if "thorough" in item.keywords or "slow" in item.keywords:
             item.add_marker(skip)

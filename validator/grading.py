@@ -16,7 +16,8 @@ from typing import Any, Callable
 
 from validator import checks
 from validator.checks.common import match_parameters, probe_case, probe_dims
-from validator.context import CheckErrored, CheckFailed, Context, ReferenceUnavailable, format_exception
+from validator.context import (CheckErrored, CheckFailed, CheckSkipped, Context, GraderFailure,
+                               ReferenceUnavailable, format_exception)
 from validator.questions import grade_question
 from validator.results import ChallengeResult, CheckResult
 from validator.spec.schema import Challenge, CheckSpec
@@ -66,6 +67,7 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
     started = time.perf_counter()
     base = dict(id=check.id, kind=check.kind, max_score=check.points, title=check.title)
     status, message = "passed", ""
+    machinery = False
     if ctx.frozen is not None or ctx.recorder is not None:
         from validator.instructor.fixtures import DEFERRED, live_only
 
@@ -81,8 +83,11 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
     try:
         note = test.fn(ctx, check, params)
         message = note or ""
-    except ReferenceUnavailable as exc:
+    except (ReferenceUnavailable, CheckSkipped) as exc:
         status, message = "skipped", str(exc)
+    except GraderFailure as exc:
+        status, message = "error", str(exc)
+        machinery = True
     except CheckFailed as exc:
         status, message = "failed", str(exc)
     except CheckErrored as exc:
@@ -108,7 +113,7 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
                            duration_s=round(time.perf_counter() - started, 3), **base)
     if check.advisory:
         status = "passed" if status == "passed" else "advisory"
-    if check.hint and status in ("failed", "advisory", "error") and check.hint not in message:
+    if check.hint and not machinery and status in ("failed", "advisory", "error") and check.hint not in message:
         message += f"\n  hint: {check.hint}"
     score = check.points if status == "passed" else 0.0
     return CheckResult(status=status, score=score, message=message,

@@ -10,7 +10,7 @@ from validator.cases import case_strategy
 from validator.checks import for_all, register
 from validator.checks.common import CheckFailed, OverrideParams, entry_of, run_student
 from validator.compare import mismatch, tolerance_for
-from validator.context import Context
+from validator.context import Context, is_grader_failure
 from validator.spec.schema import CheckSpec, ToleranceSpec
 
 
@@ -91,6 +91,8 @@ def raises(ctx: Context, check: CheckSpec, p: RaisesParams) -> str:
         if ref.get("ok") or p.expect not in ref["exception"]["mro"]:
             raise RuntimeError(f"the reference does not raise {p.expect} for this case (a spec bug)")
         got = ctx.student(call, check.timeout)
+        if is_grader_failure(got):
+            run_student(ctx, check, call)  # raises GraderFailure with the reason: not the student's exception
         if got.get("ok"):
             out = got.get("output")
             shown = f"a tensor of shape {tuple(out.shape)}" if out is not None else "normally"

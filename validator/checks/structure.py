@@ -121,10 +121,13 @@ def dtype(ctx: Context, check: CheckSpec, p: DtypeParams) -> str:
     result = run_student(ctx, check, ctx.build_call(name, case, want=want, init_kwargs=kwargs,
                                                     default_dtype=p.default_dtype), f"building with {how}")
     problems = []
-    for q in result.get("structure", {}).get("parameters", []) + [
-            b for b in result.get("structure", {}).get("buffers", []) if b["dtype"].startswith("float")]:
+    tensors = [q for q in _all_tensors(result.get("structure") or {}) if q["dtype"].startswith(("float", "bfloat"))]
+    if entry.kind == "module" and not tensors and entry.parameters:
+        raise CheckFailed(f"with {how}, your layer holds no floating-point tensor at all (no parameter, buffer or "
+                          "tensor attribute), so there is nothing whose dtype could be checked")
+    for q in tensors:
         if q["dtype"] != want_dtype:
-            problems.append(f"`{q['name']}` is {q['dtype']}")
+            problems.append(f"`{q['name']}` is {q['dtype']}" + _kind_note(q))
     if problems:
         raise CheckFailed(f"with {how}, expected {want_dtype} tensors, but " + ", ".join(problems)
                           + (": pass dtype=dtype when you create them" if p.dtype else
@@ -147,9 +150,28 @@ def device(ctx: Context, check: CheckSpec, p: DeviceParams) -> str:
     result = run_student(ctx, check, ctx.build_call(name, case, want=["structure", "construct_only"],
                                                     init_kwargs={"device": p.device}),
                          f"building with device={p.device!r}")
-    tensors = result["structure"]["parameters"] + result["structure"]["buffers"]
-    wrong = [f"`{q['name']}` is on {q['device']}" for q in tensors if q["device"].split(":")[0] != p.device]
+    tensors = _all_tensors(result["structure"])
+    if not tensors and entry.parameters:
+        raise CheckFailed(f"with device={p.device!r}, your layer holds no tensor at all (no parameter, buffer or "
+                          "tensor attribute), so there is nothing whose device could be checked")
+    wrong = [f"`{q['name']}` is on {q['device']}" + _kind_note(q) for q in tensors
+             if q["device"].split(":")[0] != p.device]
     if wrong:
         raise CheckFailed(f"with device={p.device!r}: " + ", ".join(wrong)
                           + ": pass device=device when you create each tensor")
     return f"device={p.device!r}: {len(tensors)} tensors on {p.device}"
+
+
+def _all_tensors(structure: dict) -> list[dict]:
+    """Every tensor the module holds: parameters, buffers and plain tensor attributes (marked ``stray``)."""
+    seen, out = set(), []
+    for key in ("parameters", "buffers", "stray_tensors"):
+        for q in structure.get(key) or []:
+            if q["name"] not in seen:
+                seen.add(q["name"])
+                out.append(dict(q, holder=key))
+    return out
+
+
+def _kind_note(q: dict) -> str:
+    return " (a plain tensor attribute)" if q.get("holder") == "stray_tensors" else ""

@@ -122,6 +122,20 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
                        duration_s=round(time.perf_counter() - started, 3), **base)
 
 
+def _outcome_hints(selected: list[CheckSpec], done: dict[str, CheckResult]) -> None:
+    """Add to each failed check the cause its spec names for this pattern of passed and failed checks."""
+    for check in selected:
+        cr = done.get(check.id)
+        if cr is None or cr.status not in ("failed", "error", "advisory"):
+            continue
+        for rule in checks.params_of(check).hint_if:
+            known = all(r in done for r in rule.passed + rule.failed)
+            if known and all(done[r].status == "passed" for r in rule.passed) and \
+                    all(done[r].status in ("failed", "error") for r in rule.failed):
+                cr.message += f"\n  cause: {rule.hint}"
+                break
+
+
 def grade_challenge(challenge: Challenge, *, worker: Worker, reference: dict[str, Any] | None,
                     reference_file: str | None, student_file: Path, seed: int, settings,
                     answers: dict[str, Any], key: dict[str, Any] | None, only_checks: set[str] | None = None,
@@ -161,6 +175,7 @@ def grade_challenge(challenge: Challenge, *, worker: Worker, reference: dict[str
         if on_check:
             on_check(cr)
     result.problem = problem
+    _outcome_hints(selected, done)
     if not only_checks:
         for q in challenge.questions:
             cr = grade_question(q, answers.get(q.id), None if key is None else (key.get(q.id) or {}))

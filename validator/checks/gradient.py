@@ -28,8 +28,14 @@ NOT_CONNECTED = ("the output is not connected to {what} in the autograd graph: d
                  ".detach(), torch.no_grad() or build the output with torch.tensor(...)?")
 
 
+NOT_REGISTERED = ("`{what}` is not a registered nn.Parameter of your layer (the `parameters` check says what it "
+                  "is instead), so backward gives it no .grad and an optimizer would never train it")
+
+
 class GradientParams(CaseParams):
     dtype: Optional[str] = "float64"
+    # rows another check owns (the padding row): left out of this comparison
+    exclude_rows: dict[str, list[int]] = {}
 
 
 def _grad_call(ctx: Context, check: CheckSpec, p: GradientParams, case):
@@ -45,7 +51,25 @@ def _grad_call(ctx: Context, check: CheckSpec, p: GradientParams, case):
     return call
 
 
-def _compare_grads(ctx: Context, call: dict, got: dict, expected: dict, exact_zero_only: bool = False) -> None:
+def _looked_up(ctx: Context, call: dict) -> set[int]:
+    entry = ctx.challenge.entries[call["entry"]]
+    ids: set[int] = set()
+    for name, item in zip(entry.call, call["inputs"]):
+        if ctx.challenge.inputs[name].type == "token_ids" and isinstance(item["value"], torch.Tensor):
+            ids.update(int(v) for v in item["value"].reshape(-1).tolist())
+    return ids
+
+
+def _without_rows(grad, ref, rows: list[int]):
+    if not rows or not isinstance(grad, torch.Tensor) or grad.dim() == 0 or tuple(grad.shape) != tuple(ref.shape):
+        return grad, ref
+    keep = torch.ones(ref.shape[0], dtype=torch.bool)
+    keep[[r for r in rows if -ref.shape[0] <= r < ref.shape[0]]] = False
+    return grad[keep], ref[keep]
+
+
+def _compare_grads(ctx: Context, call: dict, got: dict, expected: dict, exact_zero_only: bool = False,
+                   exclude_rows: dict[str, list[int]] | None = None) -> None:
     entry = ctx.challenge.entries[call["entry"]]
     pairs = []
     for pname, ref in (expected.get("param_grads") or {}).items():
@@ -54,10 +78,17 @@ def _compare_grads(ctx: Context, call: dict, got: dict, expected: dict, exact_ze
         if ref is not None:
             arg = entry.call[i]
             pairs.append((f"{arg}.grad", arg, ref, (got.get("input_grads") or [None] * (i + 1))[i]))
+    registered = got.get("param_grads")
+    for pname in expected.get("param_grads") or {}:
+        if isinstance(registered, dict) and pname not in registered:
+            raise CheckFailed(NOT_REGISTERED.format(what=pname))
     if not got.get("output_requires_grad"):
         what = " and ".join(p[1] for p in pairs) or "the weights"
         raise CheckFailed("the output does not require grad: " + NOT_CONNECTED.format(what=what))
     for label, what, ref, grad in pairs:
+        if grad is None and isinstance(registered, dict) and what in expected.get("param_grads", {}) \
+                and what not in registered:
+            raise CheckFailed(NOT_REGISTERED.format(what=what))
         if grad is None:
             raise CheckFailed(f"{label} is None after backward: " + NOT_CONNECTED.format(what=what))
         if exact_zero_only:
@@ -67,9 +98,18 @@ def _compare_grads(ctx: Context, call: dict, got: dict, expected: dict, exact_ze
                 raise CheckFailed(f"{label} has shape {tuple(grad.shape)}, expected {tuple(ref.shape)}")
             if leaked.any():
                 rows = sorted({int(i[0]) for i in leaked.nonzero()[:8]}) if grad.dim() else []
+                looked_up = _looked_up(ctx, call)
+                highs = {str(s.high) for s in ctx.challenge.inputs.values() if s.type == "token_ids"}
+                table = str((entry.parameters or {}).get(what, [None])[0]) in highs  # rows indexed by token ID
+                if rows and table and looked_up and set(rows) <= looked_up:
+                    why = ("these rows are looked up, yet they must get exactly zero gradient (a padding row "
+                           "never trains): mask their gradient, e.g. with a hook or by zeroing them in backward")
+                else:
+                    why = "only rows that were used may receive gradient"
                 raise CheckFailed(f"{label}: {int(leaked.sum())} entries that should get exactly zero gradient "
-                                  f"are nonzero (rows {rows}): only looked-up rows may receive gradient")
+                                  f"are nonzero (rows {rows}): {why}")
             continue
+        grad, ref = _without_rows(grad, ref, (exclude_rows or {}).get(what, []))
         atol, rtol = tolerance_for(ref.dtype, ctx.challenge.tolerance if ctx.challenge.tolerance != "exact"
                                    else "default")
         if isinstance(grad, torch.Tensor) and grad.dtype != ref.dtype and grad.dtype.is_floating_point:
@@ -88,7 +128,7 @@ def gradient(ctx: Context, check: CheckSpec, p: GradientParams) -> str:
         call = _grad_call(ctx, check, p, case)
         expected = ctx.reference_call(call)
         got = run_student(ctx, check, call)
-        _compare_grads(ctx, call, got, expected)
+        _compare_grads(ctx, call, got, expected, exclude_rows=p.exclude_rows)
     runs = for_all(ctx, check, strategy(ctx, check, p), body, p.max_examples)
     return f"{runs} generated inputs, random upstream gradients"
 
@@ -148,11 +188,17 @@ def gradcheck(ctx: Context, check: CheckSpec, p: GradcheckParams) -> str:
         analytic = []
         for r in probes:
             got = run_student(ctx, check, dict(base, grad_output=r, want=["output", "param_grads", "input_grads"]))
+            missing = [k.split(":", 1)[1] for k, _ in leaves
+                       if k.startswith("param:") and k.split(":", 1)[1] not in (got.get("param_grads") or {})]
+            if missing:
+                raise CheckFailed(NOT_REGISTERED.format(what=missing[0]))
             if not got.get("output_requires_grad"):
                 raise CheckFailed("the output does not require grad: " + NOT_CONNECTED.format(what="the weights"))
             flat = []
             for key, v in leaves:
                 kind, ident = key.split(":", 1)
+                if kind == "param" and ident not in (got.get("param_grads") or {}):
+                    raise CheckFailed(NOT_REGISTERED.format(what=ident))
                 g = (got.get("param_grads") or {}).get(ident) if kind == "param" else (got.get("input_grads") or [])[int(ident)]
                 flat.append(torch.zeros_like(v).reshape(-1) if g is None else g.reshape(-1).to(f64))
             analytic.append(torch.cat(flat))

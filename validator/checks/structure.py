@@ -125,6 +125,7 @@ def dtype(ctx: Context, check: CheckSpec, p: DtypeParams) -> str:
     if entry.kind == "module" and not tensors and entry.parameters:
         raise CheckFailed(f"with {how}, your layer holds no floating-point tensor at all (no parameter, buffer or "
                           "tensor attribute), so there is nothing whose dtype could be checked")
+    problems += _lost_parameters(ctx, name, result.get("structure") or {}, how)
     for q in tensors:
         if q["dtype"] != want_dtype:
             problems.append(f"`{q['name']}` is {q['dtype']}" + _kind_note(q))
@@ -154,12 +155,24 @@ def device(ctx: Context, check: CheckSpec, p: DeviceParams) -> str:
     if not tensors and entry.parameters:
         raise CheckFailed(f"with device={p.device!r}, your layer holds no tensor at all (no parameter, buffer or "
                           "tensor attribute), so there is nothing whose device could be checked")
-    wrong = [f"`{q['name']}` is on {q['device']}" + _kind_note(q) for q in tensors
-             if q["device"].split(":")[0] != p.device]
+    wrong = _lost_parameters(ctx, name, result["structure"], f"device={p.device!r}")
+    wrong += [f"`{q['name']}` is on {q['device']}" + _kind_note(q) for q in tensors
+              if q["device"].split(":")[0] != p.device]
     if wrong:
         raise CheckFailed(f"with device={p.device!r}: " + ", ".join(wrong)
                           + ": pass device=device when you create each tensor")
     return f"device={p.device!r}: {len(tensors)} tensors on {p.device}"
+
+
+def _lost_parameters(ctx: Context, name: str, structure: dict, how: str) -> list[str]:
+    """Parameters a plain build registers that this build turned into plain tensors (``.to(dtype)`` after wrapping)."""
+    mapping = ctx.param_maps.get(name) or {}
+    registered = {q["name"] for q in structure.get("parameters") or []}
+    stray = {q["name"] for q in structure.get("stray_tensors") or []}
+    return [f"`{theirs}` is a plain tensor here although a plain build registers it as an nn.Parameter (with {how} "
+            "it must stay a Parameter: create it with the right dtype and device inside nn.Parameter(...) "
+            "instead of converting it afterwards)"
+            for theirs in mapping.values() if theirs not in registered and theirs in stray]
 
 
 def _all_tensors(structure: dict) -> list[dict]:

@@ -87,6 +87,8 @@ class Context:
     timeout_cap: float | None = None
     # Where the student's layer runs (e.g. "cuda"); the reference and every comparison stay on the CPU.
     device: str | None = None
+    # The hypothesis profile of this run, so a reproduce line replays the same inputs.
+    profile: str | None = None
 
     def _timeout(self, timeout: float) -> float:
         return min(timeout, self.timeout_cap) if self.timeout_cap else timeout

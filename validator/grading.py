@@ -33,9 +33,14 @@ def load_reference(path: Path) -> dict[str, Any]:
     return vars(module)
 
 
-def reproduce_command(challenge: str, check: str, seed: int, student: str | None, device: str | None = None) -> str:
+def reproduce_command(challenge: str, check: str, seed: int, student: str | None, device: str | None = None,
+                      profile: str | None = None) -> str:
+    """A command that replays one check: same student file, seed, profile and device, safe to paste."""
+    from shlex import quote
+
     cmd = f"validator submit-build --challenge {challenge} --check {check} --seed {seed}"
-    return cmd + (f" --student {student}" if student else "") + (f" --device {device}" if device else "")
+    return (cmd + (f" --student {quote(str(student))}" if student else "")
+            + (f" --profile {quote(profile)}" if profile else "") + (f" --device {quote(device)}" if device else ""))
 
 
 def _probe(ctx: Context) -> str | None:
@@ -118,7 +123,7 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
     score = check.points if status == "passed" else 0.0
     return CheckResult(status=status, score=score, message=message,
                        reproduce=None if status == "passed" else
-                       reproduce_command(ctx.challenge.id, check.id, ctx.seed, student_arg, ctx.device),
+                       reproduce_command(ctx.challenge.id, check.id, ctx.seed, student_arg, ctx.device, ctx.profile),
                        duration_s=round(time.perf_counter() - started, 3), **base)
 
 
@@ -140,18 +145,24 @@ def grade_challenge(challenge: Challenge, *, worker: Worker, reference: dict[str
                     reference_file: str | None, student_file: Path, seed: int, settings,
                     answers: dict[str, Any], key: dict[str, Any] | None, only_checks: set[str] | None = None,
                     student_arg: str | None = None, timeout: float | None = None, on_check: Callable[[CheckResult], None] | None = None,
-                    frozen: Any = None, recorder: Any = None, device: str | None = None) -> ChallengeResult:
+                    frozen: Any = None, recorder: Any = None, device: str | None = None,
+                    profile: str | None = None) -> ChallengeResult:
     """Grade one challenge. ``frozen`` replays reference results (handout); ``recorder`` records them."""
     result = ChallengeResult(id=challenge.id, title=challenge.title)
     ctx = Context(challenge=challenge, reference=reference or {}, worker=worker, student_file=student_file,
                   seed=seed, settings=settings, reference_file=reference_file, frozen=frozen, recorder=recorder,
-                  timeout_cap=timeout, device=device)
+                  timeout_cap=timeout, device=device, profile=profile)
     load = worker.load()
     problem = None
     if not load.get("ok"):
         info = load.get("exception") or {}
-        problem = "layers.py could not be imported: " + format_exception({"stage": "import", "exception": info}, "")
-        problem = problem.replace("import raised", "").replace(": :", ":")
+        if info.get("type") == "TimeoutError":
+            problem = f"importing layers.py did not finish in time: {info.get('message', '')}"
+        elif info.get("type") == "WorkerCrashed":
+            problem = f"the process importing layers.py died: {info.get('message', '')}"
+        else:
+            problem = "layers.py could not be imported: " + format_exception({"stage": "import", "exception": info}, "")
+            problem = problem.replace("import raised", "").replace(": :", ":")
     else:
         try:
             problem = _probe(ctx)

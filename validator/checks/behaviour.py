@@ -24,7 +24,17 @@ class CaseParams(OverrideParams):
 
 def strategy(ctx: Context, check: CheckSpec, p: CaseParams):
     _, entry = entry_of(ctx, check)
-    return case_strategy(ctx.challenge, entry, p.inputs, fixed_dims=p.dims)
+    cases = case_strategy(ctx.challenge, entry, p.inputs, fixed_dims=p.dims)
+    if not p.dtype:
+        return cases
+    # float inputs in the check's dtype from the start, so a failing input prints as what was passed
+    return cases.map(lambda c: in_dtype(c, getattr(torch, p.dtype)))
+
+
+def in_dtype(case, dtype: torch.dtype):
+    inputs = {k: (v.to(dtype) if isinstance(v, torch.Tensor) and v.dtype.is_floating_point else v)
+              for k, v in case.inputs.items()}
+    return type(case)(dims=case.dims, inputs=inputs, seed=case.seed, notes=list(case.notes))
 
 
 def _state(ctx: Context, name: str, case, dtype: torch.dtype):

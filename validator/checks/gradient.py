@@ -42,8 +42,9 @@ def _grad_call(ctx: Context, check: CheckSpec, p: GradientParams, case):
     name, entry = entry_of(ctx, check)
     dtype = getattr(torch, p.dtype) if p.dtype else torch.get_default_dtype()
     state = ctx.make_state(entry, case.dims, case.seed, dtype) if entry.kind == "module" else None
+    # only a module is built: a function takes its weight as an input, already in the check's dtype
     probe = ctx.build_call(name, case, want=["output"], state=state, train=p.train,
-                           input_dtype=dtype, default_dtype=p.dtype)
+                           input_dtype=dtype, default_dtype=p.dtype if entry.kind == "module" else None)
     ref_out = ctx.reference_call(probe)["output"]
     gen = torch.Generator().manual_seed(case.seed ^ 0x5EED)
     grad_output = torch.randn(ref_out.shape, generator=gen, dtype=torch.float64).to(ref_out.dtype)
@@ -166,7 +167,8 @@ def gradcheck(ctx: Context, check: CheckSpec, p: GradcheckParams) -> str:
 
     def body(case):
         state = ctx.make_state(entry, case.dims, case.seed, f64) if entry.kind == "module" else None
-        base = ctx.build_call(name, case, want=["output"], state=state, input_dtype=f64, default_dtype="float64")
+        base = ctx.build_call(name, case, want=["output"], state=state, input_dtype=f64,
+                              default_dtype="float64" if entry.kind == "module" else None)
         out = run_student(ctx, check, base)["output"]
         if out.dtype != f64:
             raise CheckSkipped(f"built under torch.set_default_dtype(torch.float64) with float64 inputs, your "

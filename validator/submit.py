@@ -129,7 +129,7 @@ def main(*, console=None, **kwargs) -> int:
     from rich.console import Console
 
     console = console or make_console()
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)  # paths and commands stay whole for copy-paste
     try:
         code, _ = submit_build(console=console, **kwargs)
         return code

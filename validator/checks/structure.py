@@ -40,7 +40,21 @@ def signature(ctx: Context, check: CheckSpec, p: SignatureParams) -> str:
     if list(got[: len(expected)]) != list(expected):
         raise CheckFailed(f"{name}{info.get('signature')} does not match the contract: expected parameters "
                           f"({', '.join(expected)}), in that order")
+    _not_a_stub(ctx, check, name, entry)
     return f"{name}{info.get('signature')}"
+
+
+def _not_a_stub(ctx: Context, check: CheckSpec, name: str, entry) -> None:
+    """The shipped stub has the right signature: it earns the point only once it stops raising NotImplementedError.
+
+    Any other exception (or a wrong parameter name) is for the checks that own it, so it does not count here.
+    """
+    want = ["structure", "construct_only"] if entry.kind == "module" else ["output"]
+    result = ctx.student(ctx.build_call(name, probe_case(ctx, entry), want=want), check.timeout, "calling your code")
+    info = result.get("exception") or {}
+    if not result.get("ok") and "NotImplementedError" in (info.get("mro") or []):
+        raise CheckFailed(f"{name} still raises NotImplementedError (the stub): the signature counts once it is "
+                          "implemented")
 
 
 class ParametersParams(Params):

@@ -131,5 +131,5 @@ def verdict_problems(path: Path, result: ChallengeResult) -> list[str]:
 
 
 def describe_failures(result: ChallengeResult) -> str:
-    return "\n".join(f"  {c.id} [{c.kind}] {c.status}: {c.message[:400]}" for c in result.checks
+    return "\n".join(f"  {c.id} [{c.kind}] {c.status}: {c.message[:400]}" for c in code_checks(result)
                      if c.status not in ("passed", "advisory"))

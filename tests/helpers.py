@@ -58,19 +58,78 @@ def variants(kind: str) -> list[tuple[str, Path]]:
     return found
 
 
-def expectations(path: Path) -> tuple[list[str], list[str]]:
-    """A broken variant's CAUGHT_BY kinds and (optional) CAUGHT_BY_CHECKS ids, read without importing it."""
-    tree = ast.parse(path.read_text())
-    kinds, check_ids = [], []
-    for node in tree.body:
+def _declarations(path: Path) -> dict[str, object]:
+    """Top-level constant assignments of a mutant file, read without importing it."""
+    out: dict[str, object] = {}
+    for node in ast.parse(path.read_text()).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            if node.targets[0].id == "CAUGHT_BY":
-                kinds = list(ast.literal_eval(node.value))
-            elif node.targets[0].id == "CAUGHT_BY_CHECKS":
-                check_ids = list(ast.literal_eval(node.value))
-    return kinds, check_ids
+            try:
+                out[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    return out
+
+
+def expectations(path: Path) -> tuple[list[str], list[str]]:
+    """A broken variant's legacy CAUGHT_BY kinds and (optional) CAUGHT_BY_CHECKS ids."""
+    found = _declarations(path)
+    return list(found.get("CAUGHT_BY", [])), list(found.get("CAUGHT_BY_CHECKS", []))
+
+
+def may_fail(path: Path) -> list[str] | None:
+    """The check ids a mutant's one bug may cost (``MAY_FAIL``), or None for a file that predates it."""
+    found = _declarations(path)
+    return list(found["MAY_FAIL"]) if "MAY_FAIL" in found else None
+
+
+def expected_messages(path: Path) -> dict[str, str]:
+    """``MESSAGES = {check_id: substring}``: what the report must say for those checks."""
+    return dict(_declarations(path).get("MESSAGES", {}))
+
+
+LOST = ("failed", "error", "skipped")
+
+
+def verdict_problems(path: Path, result: ChallengeResult) -> list[str]:
+    """Why a mutant's verdict breaks its declaration (empty when it holds).
+
+    A mutant must lose at least one of its MAY_FAIL checks and no code check
+    outside them; every MESSAGES substring must appear in that check's message.
+    Files without MAY_FAIL fall back to CAUGHT_BY kinds (new files from other branches).
+    """
+    checks = code_checks(result)
+    lost = {c.id: c for c in checks if c.status in LOST}
+    problems: list[str] = []
+    allowed = may_fail(path)
+    if allowed is None:
+        kinds, ids = expectations(path)
+        if not kinds and not ids:
+            return [f"{path.name} declares neither MAY_FAIL nor CAUGHT_BY"]
+        failing = [c for c in checks if c.status in ("failed", "error", "advisory")]
+        missing = [k for k in kinds if k not in {c.kind for c in failing}] + \
+            [i for i in ids if i not in {c.id for c in failing}]
+        if missing:
+            problems.append(f"expected failing checks of kind/id {missing}")
+    else:
+        unknown = [i for i in allowed if i not in {c.id for c in result.checks}]
+        if unknown:
+            problems.append(f"MAY_FAIL names checks this challenge does not have: {unknown}")
+        if not any(i in lost for i in allowed):
+            problems.append(f"none of its MAY_FAIL checks {allowed} was lost")
+        extra = sorted(set(lost) - set(allowed))
+        if extra:
+            problems.append(f"lost points on checks outside MAY_FAIL: {extra}")
+    for check_id, text in expected_messages(path).items():
+        c = next((c for c in result.checks if c.id == check_id), None)
+        if c is None or text not in c.message:
+            problems.append(f"{check_id}: expected the message to contain {text!r}, got "
+                            f"{(c.message if c else 'no such check')!r}")
+    for c in checks:
+        if c.status in ("failed", "error") and (not c.message.strip() or "internal grader error" in c.message):
+            problems.append(f"{c.id} {c.status} without a truthful message: {c.message[:200]!r}")
+    return problems
 
 
 def describe_failures(result: ChallengeResult) -> str:
-    return "\n".join(f"  {c.id} [{c.kind}] {c.status}: {c.message[:400]}" for c in result.checks
-                     if c.status not in ("passed", "advisory", "skipped"))
+    return "\n".join(f"  {c.id} [{c.kind}] {c.status}: {c.message[:400]}" for c in code_checks(result)
+                     if c.status not in ("passed", "advisory"))

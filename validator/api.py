@@ -103,7 +103,8 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
                                       answers=(answers or {}).get(ch.id, {}),
                                       key=None if key_all is None else key_all.get(ch.id, {}),
                                       only_checks=set(checks) if checks else None, student_arg=student_arg,
-                                      frozen=frozen, recorder=recorder, timeout=timeout, device=device)
+                                      frozen=frozen, recorder=recorder, timeout=timeout, device=device,
+                                      profile=profile)
                 results.append(res)
                 if on_challenge:
                     on_challenge(res)

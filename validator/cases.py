@@ -96,7 +96,12 @@ def round_dims(challenge: Challenge, dims: dict[str, Any]) -> dict[str, Any]:
 
 
 def dims_strategy(challenge: Challenge, fixed: dict[str, int] | None = None) -> st.SearchStrategy:
-    """Dims drawn from their ranges (multiples of their ``multiple_of`` step); ``fixed`` ones as given."""
+    """Dims drawn from their ranges (multiples of their ``multiple_of`` step); ``fixed`` ones as given.
+
+    A drawn dim is at least 1: a zero-size dim (``seq_len=0``) is an edge case that
+    belongs to the check that pins it (``dims: {seq_len: 0}``), so that a bug with
+    empty inputs costs that check alone, not every check hypothesis shrinks to it.
+    """
     fixed = fixed or {}
     parts = {}
     for name, rng in challenge.dims.items():
@@ -106,17 +111,25 @@ def dims_strategy(challenge: Challenge, fixed: dict[str, int] | None = None) -> 
         elif isinstance(rng, int):
             parts[name] = st.just(rng)
         else:
-            parts[name] = st.integers(-(-rng[0] // step), rng[1] // step).map(lambda k, s=step: k * s)
+            low = max(rng[0], 1) if rng[1] >= 1 else rng[0]
+            parts[name] = st.integers(-(-low // step), rng[1] // step).map(lambda k, s=step: k * s)
     for name, value in fixed.items():
         parts.setdefault(name, st.just(int(value)))
     return st.fixed_dictionaries(parts)
 
 
-def _shape_strategy(spec: InputSpec, dims: dict[str, int], min_side: int) -> st.SearchStrategy:
+def _shape_strategy(spec: InputSpec, dims: dict[str, int]) -> st.SearchStrategy:
+    """An ordinary shape for ``...``: sides of at least 1, and never 0-d.
+
+    0-d and zero-size inputs are edge cases with checks of their own (an input
+    override with an explicit ``shape``), which take this path's ``None not in fixed`` branch.
+    """
     fixed = [None if d == "..." else int(resolve(d, dims)) for d in spec.shape]
     if None not in fixed:
         return st.just(tuple(fixed))
-    lead = st.lists(st.integers(min_side, spec.max_side), max_size=spec.max_leading_dims)
+    min_lead = 1 if len(fixed) == 1 else 0  # a bare `...` with no leading dim would be a 0-d input
+    lead = st.lists(st.integers(1, max(spec.max_side, 1)), min_size=min(min_lead, spec.max_leading_dims),
+                    max_size=spec.max_leading_dims)
     where = fixed.index(None)
     return lead.map(lambda xs: tuple(fixed[:where]) + tuple(xs) + tuple(fixed[where + 1:]))
 
@@ -127,7 +140,7 @@ def _input(draw, spec: InputSpec, dims: dict[str, int]) -> tuple[Any, list[str]]
     if spec.type == "value":
         return literal_or_dim(_pick(spec, draw), dims), notes
     needs_element = spec.inject is not None or spec.include or spec.repeats
-    shape = draw(_shape_strategy(spec, dims, min_side=1 if needs_element else 0))
+    shape = draw(_shape_strategy(spec, dims))
     numel = math.prod(shape)
     if needs_element and numel < max(2 if spec.repeats else 1, len(spec.include)):
         extra = max(2 if spec.repeats else 1, len(spec.include))

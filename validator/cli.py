@@ -24,7 +24,7 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     sb.add_argument("--seed", type=int, help="replay a run: the seed printed in a report")
     sb.add_argument("--check", action="append", dest="checks", metavar="ID",
                     help="run only this check (repeatable), e.g. to reproduce a failure")
-    sb.add_argument("--profile", choices=["quick", "default", "ci"],
+    sb.add_argument("--profile", choices=["quick", "default", "ci", "batch"],
                     help="hypothesis effort (default: 'ci' when $CI is set, else 'default')")
     sb.add_argument("--timeout", type=float, metavar="SECONDS",
                     help="cap on each call into your code (default: each check's own, usually 30 s)")

@@ -28,13 +28,32 @@ class CheckErrored(Exception):
     """The student's code could not be observed (it raised, hung or died)."""
 
 
+class GraderFailure(CheckErrored):
+    """The grader's own machinery failed on this layer (e.g. loading test weights); not a student exception."""
+
+
+class CheckSkipped(Exception):
+    """The check has nothing to observe (another check owns the cause); the message says why."""
+
+
 class ReferenceUnavailable(Exception):
     """Handout mode: the frozen reference holds no result for a call made outside a hypothesis search."""
+
+
+GRADER_STAGES = ("load", "lookup")
+
+
+def is_grader_failure(result: dict) -> bool:
+    """The call failed in the grader's own machinery (loading test weights), not in student code."""
+    return not result.get("ok", True) and result.get("stage") in GRADER_STAGES
 
 
 def format_exception(result: dict, entry: str) -> str:
     info = result.get("exception") or {}
     stage = result.get("stage", "call")
+    if stage == "load":
+        return ("the grader could not load its test weights into your layer, so this check could not run "
+                f"(not an exception of your code): {info.get('message', '')}")
     doing = {"construct": f"{entry}(...) raised", "forward": f"calling {entry} raised",
              "backward": "backward() raised", "load": "loading the weights failed:",
              "lookup": "lookup failed:", "inspect": "inspecting the module raised",
@@ -45,6 +64,8 @@ def format_exception(result: dict, entry: str) -> str:
     if where:
         last = where[-1]
         text += f"\n  at {Path(last['file']).name}:{last['line']} in {last['function']}: {last.get('code', '')}"
+    elif info.get("student_frames") is False:
+        text += "\n  (no line of your file is on the stack: it was raised inside PyTorch or Python, called from your code)"
     return text
 
 
@@ -66,6 +87,8 @@ class Context:
     timeout_cap: float | None = None
     # Where the student's layer runs (e.g. "cuda"); the reference and every comparison stay on the CPU.
     device: str | None = None
+    # The hypothesis profile of this run, so a reproduce line replays the same inputs.
+    profile: str | None = None
 
     def _timeout(self, timeout: float) -> float:
         return min(timeout, self.timeout_cap) if self.timeout_cap else timeout

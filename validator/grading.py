@@ -16,7 +16,8 @@ from typing import Any, Callable
 
 from validator import checks
 from validator.checks.common import match_parameters, probe_case, probe_dims
-from validator.context import CheckErrored, CheckFailed, Context, ReferenceUnavailable, format_exception
+from validator.context import (CheckErrored, CheckFailed, CheckSkipped, Context, GraderFailure,
+                               ReferenceUnavailable, format_exception)
 from validator.questions import grade_question
 from validator.results import ChallengeResult, CheckResult
 from validator.spec.schema import Challenge, CheckSpec
@@ -32,9 +33,14 @@ def load_reference(path: Path) -> dict[str, Any]:
     return vars(module)
 
 
-def reproduce_command(challenge: str, check: str, seed: int, student: str | None, device: str | None = None) -> str:
+def reproduce_command(challenge: str, check: str, seed: int, student: str | None, device: str | None = None,
+                      profile: str | None = None) -> str:
+    """A command that replays one check: same student file, seed, profile and device, safe to paste."""
+    from shlex import quote
+
     cmd = f"validator submit-build --challenge {challenge} --check {check} --seed {seed}"
-    return cmd + (f" --student {student}" if student else "") + (f" --device {device}" if device else "")
+    return (cmd + (f" --student {quote(str(student))}" if student else "")
+            + (f" --profile {quote(profile)}" if profile else "") + (f" --device {quote(device)}" if device else ""))
 
 
 def _probe(ctx: Context) -> str | None:
@@ -67,6 +73,7 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
     base = dict(id=check.id, kind=check.kind, max_score=check.points, title=check.title)
     status, message = "passed", ""
     review: list[str] = []
+    machinery = False
     if ctx.frozen is not None or ctx.recorder is not None:
         from validator.instructor.fixtures import DEFERRED, live_only
 
@@ -83,8 +90,11 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
     try:
         note = test.fn(ctx, check, params)
         message = note or ""
-    except ReferenceUnavailable as exc:
+    except (ReferenceUnavailable, CheckSkipped) as exc:
         status, message = "skipped", str(exc)
+    except GraderFailure as exc:
+        status, message = "error", str(exc)
+        machinery = True
     except CheckFailed as exc:
         status, message = "failed", str(exc)
         review = list(getattr(exc, "review", None) or [])  # evidence of evasion: a person should look
@@ -112,31 +122,51 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
                            duration_s=round(time.perf_counter() - started, 3), **base)
     if check.advisory:
         status = "passed" if status == "passed" else "advisory"
-    if check.hint and status in ("failed", "advisory", "error") and check.hint not in message:
+    if check.hint and not machinery and status in ("failed", "advisory", "error") and check.hint not in message:
         message += f"\n  hint: {check.hint}"
     score = check.points if status == "passed" else 0.0
     return CheckResult(status=status, score=score, message=message, review=review,
                        reproduce=None if status == "passed" else
-                       reproduce_command(ctx.challenge.id, check.id, ctx.seed, student_arg, ctx.device),
+                       reproduce_command(ctx.challenge.id, check.id, ctx.seed, student_arg, ctx.device, ctx.profile),
                        duration_s=round(time.perf_counter() - started, 3), **base)
+
+
+def _outcome_hints(selected: list[CheckSpec], done: dict[str, CheckResult]) -> None:
+    """Add to each failed check the cause its spec names for this pattern of passed and failed checks."""
+    for check in selected:
+        cr = done.get(check.id)
+        if cr is None or cr.status not in ("failed", "error", "advisory"):
+            continue
+        for rule in checks.params_of(check).hint_if:
+            known = all(r in done for r in rule.passed + rule.failed)
+            if known and all(done[r].status == "passed" for r in rule.passed) and \
+                    all(done[r].status in ("failed", "error") for r in rule.failed):
+                cr.message += f"\n  cause: {rule.hint}"
+                break
 
 
 def grade_challenge(challenge: Challenge, *, worker: Worker, reference: dict[str, Any] | None,
                     reference_file: str | None, student_file: Path, seed: int, settings,
                     answers: dict[str, Any], key: dict[str, Any] | None, only_checks: set[str] | None = None,
                     student_arg: str | None = None, timeout: float | None = None, on_check: Callable[[CheckResult], None] | None = None,
-                    frozen: Any = None, recorder: Any = None, device: str | None = None) -> ChallengeResult:
+                    frozen: Any = None, recorder: Any = None, device: str | None = None,
+                    profile: str | None = None) -> ChallengeResult:
     """Grade one challenge. ``frozen`` replays reference results (handout); ``recorder`` records them."""
     result = ChallengeResult(id=challenge.id, title=challenge.title)
     ctx = Context(challenge=challenge, reference=reference or {}, worker=worker, student_file=student_file,
                   seed=seed, settings=settings, reference_file=reference_file, frozen=frozen, recorder=recorder,
-                  timeout_cap=timeout, device=device)
+                  timeout_cap=timeout, device=device, profile=profile)
     load = worker.load()
     problem = None
     if not load.get("ok"):
         info = load.get("exception") or {}
-        problem = "layers.py could not be imported: " + format_exception({"stage": "import", "exception": info}, "")
-        problem = problem.replace("import raised", "").replace(": :", ":")
+        if info.get("type") == "TimeoutError":
+            problem = f"importing layers.py did not finish in time: {info.get('message', '')}"
+        elif info.get("type") == "WorkerCrashed":
+            problem = f"the process importing layers.py died: {info.get('message', '')}"
+        else:
+            problem = "layers.py could not be imported: " + format_exception({"stage": "import", "exception": info}, "")
+            problem = problem.replace("import raised", "").replace(": :", ":")
     else:
         try:
             problem = _probe(ctx)
@@ -160,6 +190,7 @@ def grade_challenge(challenge: Challenge, *, worker: Worker, reference: dict[str
         if on_check:
             on_check(cr)
     result.problem = problem
+    _outcome_hints(selected, done)
     if not only_checks:
         for q in challenge.questions:
             cr = grade_question(q, answers.get(q.id), None if key is None else (key.get(q.id) or {}))

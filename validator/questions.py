@@ -110,9 +110,17 @@ def ask(challenge: Challenge, question: Question, read: Callable[[str], str] = i
         out.write(f"  not saved: {why}. Expected {expected}; press Enter to skip.\n")
 
 
+def _title(prompt: str, limit: int = 120) -> str:
+    """The prompt's start as a title, cut at a word boundary (with an ellipsis) when it is long."""
+    text = " ".join(prompt.split())
+    if len(text) <= limit:
+        return text
+    return text[:limit - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+
+
 def grade_question(question: Question, answer: Any, key: dict[str, Any] | None) -> CheckResult:
     base = dict(id=f"question_{question.id}", kind="question", max_score=question.points,
-                title=question.prompt.strip().splitlines()[0][:120])
+                title=_title(question.prompt))
     if key is None:
         problem = answer_problem(question, answer)
         message = ("not answered" if is_missing(answer) else

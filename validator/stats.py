@@ -24,6 +24,15 @@ _N = NormalDist()
 SUBTESTS = 5
 
 
+def fmt(x: float, digits: int = 6) -> str:
+    """A number as a person writes it: no -6.05798e-18 where the value is 0 up to rounding."""
+    if x != x or x in (float("inf"), float("-inf")):
+        return str(x)
+    if abs(x) < 1e-12:
+        return "0"
+    return f"{x:.{digits}g}"
+
+
 @dataclass(frozen=True)
 class Distribution:
     family: str
@@ -87,6 +96,7 @@ class Distribution:
         pdf = torch.exp(-0.5 * ((x - self.mean) / self.std) ** 2)
         pdf /= torch.trapezoid(pdf, x)
         m = float(torch.trapezoid(x * pdf, x))
+        m = 0.0 if abs(m) < 1e-12 * max(self.std, 1.0) else m  # quadrature noise of a symmetric cut
         var = float(torch.trapezoid((x - m) ** 2 * pdf, x))
         m4 = float(torch.trapezoid((x - m) ** 4 * pdf, x))
         return m, var, m4
@@ -142,9 +152,9 @@ def distribution_problems(sample: torch.Tensor, dist: Distribution, false_failur
                             f"puts almost none there): clamping a normal sample is not truncating it")
 
     mean_tol = z * sigma / math.sqrt(n)
-    facts.append(f"mean {mean:.5f} (expected {mu:g} ± {mean_tol:.4f})")
+    facts.append(f"mean {mean:.5f} (expected {fmt(mu)} ± {mean_tol:.4f})")
     if abs(mean - mu) > mean_tol:
-        problems.append(f"sample mean is {mean:.5f}, expected {mu:.5f} ± {mean_tol:.5f}")
+        problems.append(f"sample mean is {mean:.5f}, expected {fmt(mu)} ± {mean_tol:.5f}")
 
     std_sd = math.sqrt(max(m4 - var * var, 0.0) / (4 * var * n)) if var > 0 else 0.0
     std_tol = 1.1 * z * std_sd
@@ -160,7 +170,7 @@ def distribution_problems(sample: torch.Tensor, dist: Distribution, false_failur
         tail_tol = z * math.sqrt(p * (1 - p) / n) + 1.0 / n
         facts.append(f"mass beyond ±{t:.3g}: {observed:.5f} (expected {p:.5f} ± {tail_tol:.4f})")
         if abs(observed - p) > tail_tol:
-            problems.append(f"fraction of values beyond {mu:g} ± {t:.3g} is {observed:.5f}, expected {p:.5f} ± {tail_tol:.5f}")
+            problems.append(f"fraction of values beyond {fmt(mu)} ± {t:.3g} is {observed:.5f}, expected {p:.5f} ± {tail_tol:.5f}")
 
     xs, _ = torch.sort(x)
     cdf = dist.cdf(xs)

@@ -69,15 +69,28 @@ def submit_build(*, challenges: Sequence[str] | None = None, student: str | None
     student_file = paths.student_file(student)
     if not student_file.exists():
         raise UsageError(f"no student file at {student_file} (pass --student PATH to a layers.py or its folder)")
+    if student_file.suffix != ".py" or (not student_file.is_file() and not student_file.is_symlink()):
+        raise UsageError(f"--student {student}: {student_file} is not a Python file (pass a layers.py or the "
+                         "folder that holds one)")
     try:  # the same bounds as batch grading: a regular file, not a link, at most MAX_SOURCE_BYTES
         read_submission_file(student_file, cap=MAX_SOURCE_BYTES, what=str(student_file))
     except IntakeError as exc:
         raise UsageError(str(exc)) from None
+    if answers and not Path(answers).is_file():
+        raise UsageError(f"--answers {answers}: no such file (leave --answers out to use answers.yaml beside "
+                         "layers.py)")
     worker = Worker(student_file)
     worker.start()  # imports torch while the specs load and questions are asked
     try:
         catalogue = load_catalogue(challenges_dir or paths.challenges_dir())
         selected = select_challenges(catalogue, challenges)
+        if checks:
+            known = {c.id for ch in selected for c in ch.checks}
+            unknown = [c for c in checks if c not in known]
+            if unknown:
+                where = ", ".join(c.id for c in selected)
+                raise UsageError(f"--check {', '.join(unknown)}: no such check in {where}; checks there: "
+                                 + ", ".join(sorted(known)))
         answers_path = Path(answers) if answers else student_file.parent / "answers.yaml"
         given = load_answers(answers_path)
         if interactive is None:
@@ -93,7 +106,8 @@ def submit_build(*, challenges: Sequence[str] | None = None, student: str | None
                                                    else random.SystemRandom().randrange(2**31))
         prof = profile_name(profile)
         terminal.render_header(console, seed=run_seed, profile=prof, student=str(student_file),
-                               challenges=[c.id for c in selected] if challenges else [], device=device)
+                               challenges=[c.id for c in selected] if challenges else [], device=device,
+                               student_arg=student, checks=list(checks or []))
         if not checks:
             terminal.render_answer_formats(console, {c.id: answer_formats(c, given.get(c.id, {})) for c in selected})
         report = grade(student_file, challenges=[c.id for c in selected], seed=run_seed, profile=prof,
@@ -122,7 +136,7 @@ def main(*, console=None, **kwargs) -> int:
     from rich.console import Console
 
     console = console or make_console()
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)  # paths and commands stay whole for copy-paste
     try:
         code, _ = submit_build(console=console, **kwargs)
         return code

@@ -24,10 +24,24 @@ from validator.spec.schema import Challenge, CheckSpec
 from validator.worker.client import WorkerFailure
 
 
-class Params(BaseModel):
-    """Base for a test's own parameters: unknown keys are spec errors."""
+class OutcomeHint(BaseModel):
+    """A hint that names the cause, given which other checks passed and failed (scale vs lookup)."""
 
     model_config = ConfigDict(extra="forbid")
+    passed: list[str] = []
+    failed: list[str] = []
+    hint: str
+
+
+class Params(BaseModel):
+    """Base for a test's own parameters: unknown keys are spec errors.
+
+    ``hint_if`` is common to every test: after all checks ran, a failed check gets the
+    first of these hints whose ``passed``/``failed`` checks match the outcomes.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    hint_if: list[OutcomeHint] = []
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -10,7 +10,7 @@ from validator.cases import case_strategy
 from validator.checks import for_all, register
 from validator.checks.common import CheckFailed, OverrideParams, entry_of, run_student
 from validator.compare import mismatch, tolerance_for
-from validator.context import Context
+from validator.context import Context, is_grader_failure
 from validator.spec.schema import CheckSpec, ToleranceSpec
 
 
@@ -24,7 +24,17 @@ class CaseParams(OverrideParams):
 
 def strategy(ctx: Context, check: CheckSpec, p: CaseParams):
     _, entry = entry_of(ctx, check)
-    return case_strategy(ctx.challenge, entry, p.inputs, fixed_dims=p.dims)
+    cases = case_strategy(ctx.challenge, entry, p.inputs, fixed_dims=p.dims)
+    if not p.dtype:
+        return cases
+    # float inputs in the check's dtype from the start, so a failing input prints as what was passed
+    return cases.map(lambda c: in_dtype(c, getattr(torch, p.dtype)))
+
+
+def in_dtype(case, dtype: torch.dtype):
+    inputs = {k: (v.to(dtype) if isinstance(v, torch.Tensor) and v.dtype.is_floating_point else v)
+              for k, v in case.inputs.items()}
+    return type(case)(dims=case.dims, inputs=inputs, seed=case.seed, notes=list(case.notes))
 
 
 def _state(ctx: Context, name: str, case, dtype: torch.dtype):
@@ -49,15 +59,53 @@ def shape(ctx: Context, check: CheckSpec, p: CaseParams) -> str:
         got, expected = _both(ctx, check, p, case, ["output"])
         out, ref = got["output"], expected["output"]
         if tuple(out.shape) != tuple(ref.shape):
-            raise CheckFailed(f"output has shape {tuple(out.shape)}, expected {tuple(ref.shape)}")
+            raise CheckFailed(f"output has shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
+                              + _shown_build(ctx, check, p))
         if out.dtype != ref.dtype:
-            raise CheckFailed(f"output dtype is {out.dtype}, expected {ref.dtype}")
+            raise CheckFailed(f"output dtype is {str(out.dtype).removeprefix('torch.')}, expected "
+                              f"{str(ref.dtype).removeprefix('torch.')}" + _shown_build(ctx, check, p))
     runs = for_all(ctx, check, strategy(ctx, check, p), body, p.max_examples)
     return f"{runs} generated inputs"
 
 
 class ValuesParams(CaseParams):
     tolerance: Optional[dict[str, ToleranceSpec] | str] = None
+    # Compare with the student's own output for the same case with these inputs instead of with the
+    # reference (int32 IDs against int64 ones): the check then sees only the difference it is about.
+    baseline: dict[str, dict[str, Any]] = {}
+
+    def check_against(self, challenge, check):
+        problems = super().check_against(challenge, check)
+        for name, override in self.baseline.items():
+            spec = challenge.inputs.get(name)
+            if spec is None:
+                problems.append((("baseline", name), f"no input named {name!r} under `inputs`"))
+            elif set(override) - {"dtype", "value"}:
+                problems.append((("baseline", name), "a baseline may only set `dtype` (tensors) or `value` (options)"))
+        return problems
+
+
+def _baseline_case(ctx: Context, case, baseline: dict[str, dict[str, Any]]):
+    """The same case with the baseline's inputs: tensors cast to another dtype, options set to a value."""
+    from validator.cases import DTYPES, Case
+
+    dims, inputs = dict(case.dims), dict(case.inputs)
+    for name, override in baseline.items():
+        if "dtype" in override and isinstance(inputs.get(name), torch.Tensor):
+            inputs[name] = inputs[name].to(DTYPES[override["dtype"]])
+        if "value" in override:
+            if name in dims:
+                dims[name] = override["value"]
+            if name in inputs:
+                inputs[name] = override["value"]
+    return Case(dims=dims, inputs=inputs, seed=case.seed, notes=list(case.notes))
+
+
+def _shown_build(ctx: Context, check: CheckSpec, p: CaseParams) -> str:
+    name, entry = entry_of(ctx, check)
+    if p.dtype and entry.kind == "module":
+        return f" (layer built with dtype=torch.{p.dtype}, inputs in {p.dtype})"
+    return f" (inputs in {p.dtype})" if p.dtype else ""
 
 
 @register("values", ValuesParams)
@@ -65,14 +113,27 @@ def values(ctx: Context, check: CheckSpec, p: ValuesParams) -> str:
     spec_tol = p.tolerance if p.tolerance is not None else ctx.challenge.tolerance
 
     def body(case):
-        got, expected = _both(ctx, check, p, case, ["output"])
-        ref = expected["output"]
-        atol, rtol = tolerance_for(ref.dtype, spec_tol)
-        problem = mismatch(got["output"], ref, atol=atol, rtol=rtol)
+        if p.baseline:
+            name, _ = entry_of(ctx, check)
+            dtype = torch.get_default_dtype()
+            both = []
+            for c in (case, _baseline_case(ctx, case, p.baseline)):
+                both.append(run_student(ctx, check, ctx.build_call(
+                    name, c, want=["output"], state=_state(ctx, name, c, dtype), train=p.train))["output"])
+            got, ref = both
+            atol, rtol = tolerance_for(ref.dtype, spec_tol)
+            changed = ", ".join(f"{k}: {v.get('dtype', v.get('value'))!r}" for k, v in p.baseline.items())
+            problem = mismatch(got, ref, atol=atol, rtol=rtol,
+                               what=f"output (compared with your own output for {changed})")
+        else:
+            got, expected = _both(ctx, check, p, case, ["output"])
+            ref = expected["output"]
+            atol, rtol = tolerance_for(ref.dtype, spec_tol)
+            problem = mismatch(got["output"], ref, atol=atol, rtol=rtol)
         if problem:
-            raise CheckFailed(problem)
+            raise CheckFailed(problem + _shown_build(ctx, check, p))
     runs = for_all(ctx, check, strategy(ctx, check, p), body, p.max_examples)
-    return f"{runs} generated inputs"
+    return f"{runs} generated inputs" + (" compared with your own baseline output" if p.baseline else "")
 
 
 class RaisesParams(CaseParams):
@@ -91,6 +152,8 @@ def raises(ctx: Context, check: CheckSpec, p: RaisesParams) -> str:
         if ref.get("ok") or p.expect not in ref["exception"]["mro"]:
             raise RuntimeError(f"the reference does not raise {p.expect} for this case (a spec bug)")
         got = ctx.student(call, check.timeout)
+        if is_grader_failure(got):
+            run_student(ctx, check, call)  # raises GraderFailure with the reason: not the student's exception
         if got.get("ok"):
             out = got.get("output")
             shown = f"a tensor of shape {tuple(out.shape)}" if out is not None else "normally"

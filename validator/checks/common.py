@@ -8,7 +8,8 @@ import torch
 
 from validator.cases import Case, fixed_case, merged_input
 from validator.checks import Params
-from validator.context import CheckErrored, CheckFailed, Context, format_exception
+from validator.context import (CheckErrored, CheckFailed, Context, GraderFailure, format_exception,
+                               is_grader_failure)
 from validator.spec.schema import CheckSpec, Entry
 
 
@@ -64,8 +65,22 @@ def run_student(ctx: Context, check: CheckSpec, call: dict, doing: str = "runnin
     """Student result; an exception in student code becomes CheckErrored with its location."""
     result = ctx.student(call, check.timeout, doing)
     if not result.get("ok"):
+        if is_grader_failure(result):
+            raise GraderFailure(format_exception(result, call["entry"]) + _load_advice(ctx, call))
         raise CheckErrored(format_exception(result, call["entry"]))
     return result
+
+
+def _load_advice(ctx: Context, call: dict) -> str:
+    """Why test weights could not be loaded, in terms of the check that owns the cause."""
+    entry = ctx.challenge.entries.get(call["entry"])
+    if entry is None or not entry.parameters:
+        return ""
+    if ctx.param_maps.get(call["entry"]) is None:
+        return ("; your layer does not register parameters of the expected shapes, which the `parameters` "
+                "check reports (this check needs them to load the same weights into both layers)")
+    return ("; the parameter exists when the layer is built plainly, so it is lost in this configuration "
+            "(for instance a dtype= or device= path that turns the nn.Parameter into a plain tensor)")
 
 
 def match_parameters(expected: dict[str, tuple[int, ...]], found: list[dict]) -> tuple[dict[str, str] | None, list[str]]:

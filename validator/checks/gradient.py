@@ -2,7 +2,11 @@
 
 Gradients are compared in float64 by default: summing repeated rows in a
 different order is a legitimate float32 difference, and float64 makes it
-vanish below any tolerance a real bug could hide under.
+vanish below any tolerance a real bug could hide under. The layer is built
+under ``torch.set_default_dtype(torch.float64)``, not with ``dtype=``: whether
+``dtype=`` is honoured is the dtype check's business, so a layer that ignores
+it but computes the right gradient passes here. A layer that computes in a
+lower precision anyway (a hard-coded float32) is compared at that precision.
 """
 
 from __future__ import annotations
@@ -16,24 +20,31 @@ from validator.checks import Params, for_all, register
 from validator.checks.behaviour import CaseParams, strategy
 from validator.checks.common import CheckFailed, entry_of, run_student
 from validator.compare import mismatch, tolerance_for
-from validator.context import Context
+from validator.context import CheckSkipped, Context
+from validator.stats import fmt
 from validator.spec.schema import CheckSpec
 
 NOT_CONNECTED = ("the output is not connected to {what} in the autograd graph: did you use .data, "
                  ".detach(), torch.no_grad() or build the output with torch.tensor(...)?")
 
 
+NOT_REGISTERED = ("`{what}` is not a registered nn.Parameter of your layer (the `parameters` check says what it "
+                  "is instead), so backward gives it no .grad and an optimizer would never train it")
+
+
 class GradientParams(CaseParams):
     dtype: Optional[str] = "float64"
+    # rows another check owns (the padding row): left out of this comparison
+    exclude_rows: dict[str, list[int]] = {}
 
 
 def _grad_call(ctx: Context, check: CheckSpec, p: GradientParams, case):
     name, entry = entry_of(ctx, check)
     dtype = getattr(torch, p.dtype) if p.dtype else torch.get_default_dtype()
     state = ctx.make_state(entry, case.dims, case.seed, dtype) if entry.kind == "module" else None
-    kwargs = {"dtype": dtype} if entry.kind == "module" else None
+    # only a module is built: a function takes its weight as an input, already in the check's dtype
     probe = ctx.build_call(name, case, want=["output"], state=state, train=p.train,
-                           input_dtype=dtype, init_kwargs=kwargs)
+                           input_dtype=dtype, default_dtype=p.dtype if entry.kind == "module" else None)
     ref_out = ctx.reference_call(probe)["output"]
     gen = torch.Generator().manual_seed(case.seed ^ 0x5EED)
     grad_output = torch.randn(ref_out.shape, generator=gen, dtype=torch.float64).to(ref_out.dtype)
@@ -41,7 +52,25 @@ def _grad_call(ctx: Context, check: CheckSpec, p: GradientParams, case):
     return call
 
 
-def _compare_grads(ctx: Context, call: dict, got: dict, expected: dict, exact_zero_only: bool = False) -> None:
+def _looked_up(ctx: Context, call: dict) -> set[int]:
+    entry = ctx.challenge.entries[call["entry"]]
+    ids: set[int] = set()
+    for name, item in zip(entry.call, call["inputs"]):
+        if ctx.challenge.inputs[name].type == "token_ids" and isinstance(item["value"], torch.Tensor):
+            ids.update(int(v) for v in item["value"].reshape(-1).tolist())
+    return ids
+
+
+def _without_rows(grad, ref, rows: list[int]):
+    if not rows or not isinstance(grad, torch.Tensor) or grad.dim() == 0 or tuple(grad.shape) != tuple(ref.shape):
+        return grad, ref
+    keep = torch.ones(ref.shape[0], dtype=torch.bool)
+    keep[[r for r in rows if -ref.shape[0] <= r < ref.shape[0]]] = False
+    return grad[keep], ref[keep]
+
+
+def _compare_grads(ctx: Context, call: dict, got: dict, expected: dict, exact_zero_only: bool = False,
+                   exclude_rows: dict[str, list[int]] | None = None) -> None:
     entry = ctx.challenge.entries[call["entry"]]
     pairs = []
     for pname, ref in (expected.get("param_grads") or {}).items():
@@ -50,10 +79,17 @@ def _compare_grads(ctx: Context, call: dict, got: dict, expected: dict, exact_ze
         if ref is not None:
             arg = entry.call[i]
             pairs.append((f"{arg}.grad", arg, ref, (got.get("input_grads") or [None] * (i + 1))[i]))
+    registered = got.get("param_grads")
+    for pname in expected.get("param_grads") or {}:
+        if isinstance(registered, dict) and pname not in registered:
+            raise CheckFailed(NOT_REGISTERED.format(what=pname))
     if not got.get("output_requires_grad"):
         what = " and ".join(p[1] for p in pairs) or "the weights"
         raise CheckFailed("the output does not require grad: " + NOT_CONNECTED.format(what=what))
     for label, what, ref, grad in pairs:
+        if grad is None and isinstance(registered, dict) and what in expected.get("param_grads", {}) \
+                and what not in registered:
+            raise CheckFailed(NOT_REGISTERED.format(what=what))
         if grad is None:
             raise CheckFailed(f"{label} is None after backward: " + NOT_CONNECTED.format(what=what))
         if exact_zero_only:
@@ -63,12 +99,26 @@ def _compare_grads(ctx: Context, call: dict, got: dict, expected: dict, exact_ze
                 raise CheckFailed(f"{label} has shape {tuple(grad.shape)}, expected {tuple(ref.shape)}")
             if leaked.any():
                 rows = sorted({int(i[0]) for i in leaked.nonzero()[:8]}) if grad.dim() else []
+                looked_up = _looked_up(ctx, call)
+                highs = {str(s.high) for s in ctx.challenge.inputs.values() if s.type == "token_ids"}
+                table = str((entry.parameters or {}).get(what, [None])[0]) in highs  # rows indexed by token ID
+                if rows and table and looked_up and set(rows) <= looked_up:
+                    why = ("these rows are looked up, yet they must get exactly zero gradient (a padding row "
+                           "never trains): mask their gradient, e.g. with a hook or by zeroing them in backward")
+                else:
+                    why = "only rows that were used may receive gradient"
                 raise CheckFailed(f"{label}: {int(leaked.sum())} entries that should get exactly zero gradient "
-                                  f"are nonzero (rows {rows}): only looked-up rows may receive gradient")
+                                  f"are nonzero (rows {rows}): {why}")
             continue
+        grad, ref = _without_rows(grad, ref, (exclude_rows or {}).get(what, []))
         atol, rtol = tolerance_for(ref.dtype, ctx.challenge.tolerance if ctx.challenge.tolerance != "exact"
                                    else "default")
-        problem = mismatch(grad, ref, atol=atol, rtol=rtol, what=label)
+        if isinstance(grad, torch.Tensor) and grad.dtype != ref.dtype and grad.dtype.is_floating_point:
+            # computed in another precision (the dtype checks own that): compare at the coarser one
+            low = grad if torch.finfo(grad.dtype).eps > torch.finfo(ref.dtype).eps else ref
+            atol, rtol = tolerance_for(low.dtype)
+            atol, rtol = atol * 10, rtol * 10
+        problem = mismatch(grad, ref, atol=atol, rtol=rtol, what=label, check_dtype=False)
         if problem:
             raise CheckFailed(problem)
 
@@ -79,7 +129,7 @@ def gradient(ctx: Context, check: CheckSpec, p: GradientParams) -> str:
         call = _grad_call(ctx, check, p, case)
         expected = ctx.reference_call(call)
         got = run_student(ctx, check, call)
-        _compare_grads(ctx, call, got, expected)
+        _compare_grads(ctx, call, got, expected, exclude_rows=p.exclude_rows)
     runs = for_all(ctx, check, strategy(ctx, check, p), body, p.max_examples)
     return f"{runs} generated inputs, random upstream gradients"
 
@@ -118,10 +168,13 @@ def gradcheck(ctx: Context, check: CheckSpec, p: GradcheckParams) -> str:
     def body(case):
         state = ctx.make_state(entry, case.dims, case.seed, f64) if entry.kind == "module" else None
         base = ctx.build_call(name, case, want=["output"], state=state, input_dtype=f64,
-                              init_kwargs={"dtype": f64} if entry.kind == "module" else None)
+                              default_dtype="float64" if entry.kind == "module" else None)
         out = run_student(ctx, check, base)["output"]
         if out.dtype != f64:
-            raise CheckFailed(f"in float64 the output is {out.dtype}: gradcheck needs float64 end to end")
+            raise CheckSkipped(f"built under torch.set_default_dtype(torch.float64) with float64 inputs, your "
+                               f"{name} returned {str(out.dtype).removeprefix('torch.')}, so finite differences "
+                               "cannot be taken precisely enough; the dtype checks report where the precision "
+                               "is lost (a tensor created with a hard-coded dtype?)")
         # the differentiable leaves: module parameters, or inputs marked requires_grad
         leaves: list[tuple[str, torch.Tensor]] = []
         if state:
@@ -137,11 +190,17 @@ def gradcheck(ctx: Context, check: CheckSpec, p: GradcheckParams) -> str:
         analytic = []
         for r in probes:
             got = run_student(ctx, check, dict(base, grad_output=r, want=["output", "param_grads", "input_grads"]))
+            missing = [k.split(":", 1)[1] for k, _ in leaves
+                       if k.startswith("param:") and k.split(":", 1)[1] not in (got.get("param_grads") or {})]
+            if missing:
+                raise CheckFailed(NOT_REGISTERED.format(what=missing[0]))
             if not got.get("output_requires_grad"):
                 raise CheckFailed("the output does not require grad: " + NOT_CONNECTED.format(what="the weights"))
             flat = []
             for key, v in leaves:
                 kind, ident = key.split(":", 1)
+                if kind == "param" and ident not in (got.get("param_grads") or {}):
+                    raise CheckFailed(NOT_REGISTERED.format(what=ident))
                 g = (got.get("param_grads") or {}).get(ident) if kind == "param" else (got.get("input_grads") or [])[int(ident)]
                 flat.append(torch.zeros_like(v).reshape(-1) if g is None else g.reshape(-1).to(f64))
             analytic.append(torch.cat(flat))
@@ -171,11 +230,17 @@ def gradcheck(ctx: Context, check: CheckSpec, p: GradcheckParams) -> str:
             numeric = jac.T @ r.reshape(-1)
             if not torch.allclose(a, numeric, atol=p.atol, rtol=p.rtol):
                 k = int((a - numeric).abs().argmax())
+                if entry.kind == "autograd_function":
+                    remedy = ("check that backward returns the gradient of what forward computes, "
+                              "accumulating repeated IDs")
+                else:
+                    remedy = ("autograd differentiates what forward computes, so look for a step autograd "
+                              "cannot see: a value changed in place, through .data, or via a Python number")
                 raise CheckFailed(
-                    f"backward disagrees with finite differences of your own forward: for a random upstream "
-                    f"gradient, element {k} of the flattened gradient is {float(a[k]):.8g} analytically and "
-                    f"{float(numeric[k]):.8g} numerically (atol {p.atol:g}, rtol {p.rtol:g}): check that "
-                    "backward returns the gradient of what forward computes, accumulating repeated IDs")
+                    f"the gradient autograd computes disagrees with finite differences of your own forward: for "
+                    f"a random upstream gradient, element {k} of the flattened gradient is {fmt(float(a[k]))} "
+                    f"analytically and {fmt(float(numeric[k]))} numerically (atol {p.atol:g}, rtol {p.rtol:g}): "
+                    + remedy)
     runs = for_all(ctx, check, case_strategy(ctx.challenge, entry, p.inputs, fixed_dims=p.dims) if p.dims
                    else strategy(ctx, check, p), body, p.max_examples)
     return f"{runs} float64 cases, {p.probes} random directions each"

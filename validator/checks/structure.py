@@ -40,7 +40,21 @@ def signature(ctx: Context, check: CheckSpec, p: SignatureParams) -> str:
     if list(got[: len(expected)]) != list(expected):
         raise CheckFailed(f"{name}{info.get('signature')} does not match the contract: expected parameters "
                           f"({', '.join(expected)}), in that order")
+    _not_a_stub(ctx, check, name, entry)
     return f"{name}{info.get('signature')}"
+
+
+def _not_a_stub(ctx: Context, check: CheckSpec, name: str, entry) -> None:
+    """The shipped stub has the right signature: it earns the point only once it stops raising NotImplementedError.
+
+    Any other exception (or a wrong parameter name) is for the checks that own it, so it does not count here.
+    """
+    want = ["structure", "construct_only"] if entry.kind == "module" else ["output"]
+    result = ctx.student(ctx.build_call(name, probe_case(ctx, entry), want=want), check.timeout, "calling your code")
+    info = result.get("exception") or {}
+    if not result.get("ok") and "NotImplementedError" in (info.get("mro") or []):
+        raise CheckFailed(f"{name} still raises NotImplementedError (the stub): the signature counts once it is "
+                          "implemented")
 
 
 class ParametersParams(Params):
@@ -121,10 +135,14 @@ def dtype(ctx: Context, check: CheckSpec, p: DtypeParams) -> str:
     result = run_student(ctx, check, ctx.build_call(name, case, want=want, init_kwargs=kwargs,
                                                     default_dtype=p.default_dtype), f"building with {how}")
     problems = []
-    for q in result.get("structure", {}).get("parameters", []) + [
-            b for b in result.get("structure", {}).get("buffers", []) if b["dtype"].startswith("float")]:
+    tensors = [q for q in _all_tensors(result.get("structure") or {}) if q["dtype"].startswith(("float", "bfloat"))]
+    if entry.kind == "module" and not tensors and entry.parameters:
+        raise CheckFailed(f"with {how}, your layer holds no floating-point tensor at all (no parameter, buffer or "
+                          "tensor attribute), so there is nothing whose dtype could be checked")
+    problems += _lost_parameters(ctx, name, result.get("structure") or {}, how)
+    for q in tensors:
         if q["dtype"] != want_dtype:
-            problems.append(f"`{q['name']}` is {q['dtype']}")
+            problems.append(f"`{q['name']}` is {q['dtype']}" + _kind_note(q))
     if problems:
         raise CheckFailed(f"with {how}, expected {want_dtype} tensors, but " + ", ".join(problems)
                           + (": pass dtype=dtype when you create them" if p.dtype else
@@ -147,9 +165,40 @@ def device(ctx: Context, check: CheckSpec, p: DeviceParams) -> str:
     result = run_student(ctx, check, ctx.build_call(name, case, want=["structure", "construct_only"],
                                                     init_kwargs={"device": p.device}),
                          f"building with device={p.device!r}")
-    tensors = result["structure"]["parameters"] + result["structure"]["buffers"]
-    wrong = [f"`{q['name']}` is on {q['device']}" for q in tensors if q["device"].split(":")[0] != p.device]
+    tensors = _all_tensors(result["structure"])
+    if not tensors and entry.parameters:
+        raise CheckFailed(f"with device={p.device!r}, your layer holds no tensor at all (no parameter, buffer or "
+                          "tensor attribute), so there is nothing whose device could be checked")
+    wrong = _lost_parameters(ctx, name, result["structure"], f"device={p.device!r}")
+    wrong += [f"`{q['name']}` is on {q['device']}" + _kind_note(q) for q in tensors
+              if q["device"].split(":")[0] != p.device]
     if wrong:
         raise CheckFailed(f"with device={p.device!r}: " + ", ".join(wrong)
                           + ": pass device=device when you create each tensor")
     return f"device={p.device!r}: {len(tensors)} tensors on {p.device}"
+
+
+def _lost_parameters(ctx: Context, name: str, structure: dict, how: str) -> list[str]:
+    """Parameters a plain build registers that this build turned into plain tensors (``.to(dtype)`` after wrapping)."""
+    mapping = ctx.param_maps.get(name) or {}
+    registered = {q["name"] for q in structure.get("parameters") or []}
+    stray = {q["name"] for q in structure.get("stray_tensors") or []}
+    return [f"`{theirs}` is a plain tensor here although a plain build registers it as an nn.Parameter (with {how} "
+            "it must stay a Parameter: create it with the right dtype and device inside nn.Parameter(...) "
+            "instead of converting it afterwards)"
+            for theirs in mapping.values() if theirs not in registered and theirs in stray]
+
+
+def _all_tensors(structure: dict) -> list[dict]:
+    """Every tensor the module holds: parameters, buffers and plain tensor attributes (marked ``stray``)."""
+    seen, out = set(), []
+    for key in ("parameters", "buffers", "stray_tensors"):
+        for q in structure.get(key) or []:
+            if q["name"] not in seen:
+                seen.add(q["name"])
+                out.append(dict(q, holder=key))
+    return out
+
+
+def _kind_note(q: dict) -> str:
+    return " (a plain tensor attribute)" if q.get("holder") == "stray_tensors" else ""

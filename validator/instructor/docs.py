@@ -49,7 +49,7 @@ def challenge_page(challenge: Challenge, snippets: Mapping[str, str], *, deferre
     out += ["## Objective", "",
             f"Implement {names} in `student/layers.py`, then run "
             f"`validator submit-build --challenge {c.id}`. The challenge is worth "
-            f"{_points(code_points + q_points)} points: {_points(code_points)} from {len(c.checks)} checks "
+            f"{_points(code_points + q_points)} point{'' if code_points + q_points == 1 else 's'}: {_points(code_points)} from {len(c.checks)} checks "
             f"on your code" + (f" and {_points(q_points)} from {len(c.questions)} question"
                                 f"{'s' if len(c.questions) != 1 else ''}." if c.questions else "."), ""]
     if c.extends:
@@ -80,7 +80,7 @@ def challenge_page(challenge: Challenge, snippets: Mapping[str, str], *, deferre
     for kind in sorted(by_kind, key=lambda k: KIND_ORDER.index(k) if k in KIND_ORDER else len(KIND_ORDER)):
         checks = by_kind[kind]
         total = sum(ch.points for ch in checks)
-        out += [f"### {KIND_WORDS.get(kind, kind.capitalize())} ({_points(total)} points)", "",
+        out += [f"### {KIND_WORDS.get(kind, kind.capitalize())} ({_points(total)} point{'' if total == 1 else 's'})", "",
                 "| check | what is verified | points |", "|---|---|---|"]
         out += [check_row(ch, deferred) for ch in checks]
         out.append("")

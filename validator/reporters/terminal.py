@@ -16,13 +16,26 @@ def _points(score: float, max_score: float) -> str:
     return f"{score:g}/{max_score:g}"
 
 
+def reproduce_run(*, seed: int, profile: str, student: str | None, challenges: list[str],
+                  device: str | None = None, checks: list[str] | None = None) -> str:
+    """The command that replays this run: same file, seed, profile, device and selection."""
+    from shlex import quote
+
+    return (f"validator submit-build --seed {seed} --profile {quote(profile)}"
+            + (f" --student {quote(student)}" if student else "")
+            + "".join(f" --challenge {quote(c)}" for c in challenges)
+            + "".join(f" --check {quote(c)}" for c in checks or [])
+            + (f" --device {quote(device)}" if device else ""))
+
+
 def render_header(console: Console, *, seed: int, profile: str, student: str, challenges: list[str],
-                  device: str | None = None) -> None:
+                  device: str | None = None, student_arg: str | None = None, checks: list[str] | None = None) -> None:
     console.print(f"[bold]submit-build[/] · student {escape(student)} · profile {profile} · seed {seed}"
-                  + (f" · your layers on {escape(device)}" if device else ""))
-    console.print(f"  reproduce this run: [cyan]validator submit-build --seed {seed}"
-                  + "".join(f" --challenge {c}" for c in challenges) + (f" --device {escape(device)}" if device else "")
-                  + "[/]")
+                  + (f" · your layers on {escape(device)}" if device else ""), soft_wrap=True)
+    command = reproduce_run(seed=seed, profile=profile, student=student_arg or student, challenges=challenges,
+                            device=device, checks=checks)
+    # soft_wrap: never broken into lines at the terminal width, so the command survives copy-paste
+    console.print(f"  reproduce this run: [cyan]{escape(command)}[/]", soft_wrap=True)
 
 
 def render_answer_formats(console: Console, formats: dict[str, list[tuple[str, str, str | None]]]) -> None:
@@ -56,9 +69,13 @@ def render_challenge(console: Console, result: ChallengeResult) -> None:
 
 
 def _details(console: Console, c: CheckResult) -> None:
-    if c.status in ("passed", "skipped") and not (c.kind == "question" and c.explanation and c.status != "skipped"):
-        return
     if c.message.startswith("not run:"):
+        return
+    if c.status == "skipped":
+        if c.message:  # a skip always says why
+            console.print(f"\n{ICONS['skipped']} [bold]{escape(c.id)}[/] ({c.kind}): {escape(c.message)}", soft_wrap=True)
+        return
+    if c.status == "passed" and not (c.kind == "question" and c.explanation):
         return
     head = ICONS.get(c.status, c.status)
     console.print(f"\n{head} [bold]{escape(c.id)}[/] ({c.kind}) — {escape(c.title)}")
@@ -68,7 +85,7 @@ def _details(console: Console, c: CheckResult) -> None:
     if c.explanation:
         console.print(f"    [dim]why:[/] {escape(c.explanation.strip())}")
     if c.reproduce and c.kind != "question":
-        console.print(f"    [dim]reproduce:[/] [cyan]{escape(c.reproduce)}[/]")
+        console.print(f"    [dim]reproduce:[/] [cyan]{escape(c.reproduce)}[/]", soft_wrap=True)
 
 
 def breakdown(report: Report) -> dict[str, float]:

@@ -2,7 +2,8 @@
 
 import torch
 
-CAUGHT_BY = ["gradient"]
+MAY_FAIL = ["boundary_rows", "gradcheck", "no_library_embedding_runtime", "repeated_ids_accumulate",
+            "untouched_rows_zero", "vectorised", "weight_gradient"]
 
 
 class EmbeddingFunction(torch.autograd.Function):

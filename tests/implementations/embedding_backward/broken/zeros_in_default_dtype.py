@@ -2,7 +2,7 @@
 
 import torch
 
-CAUGHT_BY = ["gradient"]
+MAY_FAIL = ["boundary_rows", "gradcheck", "repeated_ids_accumulate", "untouched_rows_zero", "weight_gradient"]
 
 
 class EmbeddingFunction(torch.autograd.Function):

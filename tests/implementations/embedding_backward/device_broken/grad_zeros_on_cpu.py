@@ -2,7 +2,7 @@
 `index_add_` mixes a CPU tensor with CUDA gradients. Graded on the CPU it gets full marks; it is
 caught only with `--device cuda` (VALIDATOR_TEST_DEVICE=cuda for these tests)."""
 
-CAUGHT_BY = ["gradient"]
+MAY_FAIL = ["weight_gradient", "repeated_ids_accumulate", "boundary_rows", "untouched_rows_zero", "gradcheck"]  # on a GPU; full marks on the CPU
 
 import torch
 

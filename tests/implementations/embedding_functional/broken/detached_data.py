@@ -1,6 +1,6 @@
 """Indexes `weight.data`: the values are right but the result does not depend on `weight` for autograd."""
 
-CAUGHT_BY = ["gradient"]
+MAY_FAIL = ["gradcheck", "repeated_ids_accumulate", "untouched_rows_zero", "weight_gradient"]
 
 
 def embedding(token_ids, weight):

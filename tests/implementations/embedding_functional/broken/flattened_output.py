@@ -1,6 +1,8 @@
 """Returns `(num_tokens, embedding_dim)`: looks up the flattened IDs and forgets to restore the leading shape."""
 
-CAUGHT_BY = ["shape"]
+MAY_FAIL = ["boundary_ids", "keeps_weight_dtype", "matches_reference", "no_library_embedding_runtime",
+            "no_library_embedding_source", "output_shape", "repeated_ids_accumulate", "scalar_id", "speed",
+            "untouched_rows_zero", "vectorised", "weight_gradient", "zero_size_ids"]
 
 
 def embedding(token_ids, weight):

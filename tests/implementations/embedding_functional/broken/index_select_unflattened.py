@@ -2,7 +2,10 @@
 
 import torch
 
-CAUGHT_BY = ["shape"]
+MAY_FAIL = ["boundary_ids", "gradcheck", "int32_ids", "keeps_weight_dtype", "matches_reference",
+            "no_library_embedding_runtime", "no_library_embedding_source", "output_shape",
+            "repeated_ids_accumulate", "scalar_id", "speed", "untouched_rows_zero", "vectorised",
+            "weight_gradient", "zero_size_ids"]
 
 
 def embedding(token_ids, weight):

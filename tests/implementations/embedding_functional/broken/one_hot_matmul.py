@@ -2,7 +2,7 @@
 
 import torch.nn.functional as F
 
-CAUGHT_BY = ["performance"]
+MAY_FAIL = ["memory_independent_of_vocab", "speed"]
 
 
 def embedding(token_ids, weight):

@@ -1,6 +1,6 @@
 """Returns `.float()` of the lookup: a float64 weight gives a float32 result."""
 
-CAUGHT_BY = ["structure"]
+MAY_FAIL = ["gradcheck", "keeps_weight_dtype", "repeated_ids_accumulate", "weight_gradient"]
 
 
 def embedding(token_ids, weight):

@@ -1,6 +1,9 @@
 """Declares `embedding(weight, token_ids)`: the arguments are in the wrong order for the contract."""
 
-CAUGHT_BY = ["structure"]
+MAY_FAIL = ["boundary_ids", "gradcheck", "int32_ids", "keeps_weight_dtype", "matches_reference",
+            "memory_independent_of_vocab", "no_library_embedding_runtime", "no_library_embedding_source",
+            "output_shape", "repeated_ids_accumulate", "scalar_id", "signature", "speed",
+            "untouched_rows_zero", "vectorised", "weight_gradient", "zero_size_ids"]
 
 
 def embedding(weight, token_ids):

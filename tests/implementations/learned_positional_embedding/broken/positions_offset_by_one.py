@@ -3,7 +3,8 @@
 import torch
 from torch import nn
 
-CAUGHT_BY = ["values", "gradient"]
+MAY_FAIL = ["full_length", "gradient", "matches_reference", "no_library_embedding_source",
+            "unused_rows_zero", "vectorised"]
 
 
 class LearnedPositionalEmbedding(nn.Module):

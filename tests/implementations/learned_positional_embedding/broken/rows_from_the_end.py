@@ -3,7 +3,7 @@
 import torch
 from torch import nn
 
-CAUGHT_BY = ["values", "gradient"]
+MAY_FAIL = ["gradient", "matches_reference", "no_library_embedding_source", "unused_rows_zero"]
 
 
 class LearnedPositionalEmbedding(nn.Module):

@@ -3,7 +3,9 @@
 import torch
 from torch import nn
 
-CAUGHT_BY = ["shape"]
+MAY_FAIL = ["empty_sequence", "forward_keeps_weights", "full_length", "gradcheck", "gradient", "honours_dtype",
+            "matches_reference", "no_library_embedding_runtime", "no_library_embedding_source",
+            "output_shape", "too_long_message", "too_long_raises", "unused_rows_zero"]
 
 
 class LearnedPositionalEmbedding(nn.Module):

@@ -3,7 +3,7 @@
 import torch
 from torch import nn
 
-CAUGHT_BY = ["structure"]
+MAY_FAIL = ["function_default_dtype"]
 
 
 def sinusoidal_positional_encoding(max_seq_len, embedding_dim, base=10000.0):

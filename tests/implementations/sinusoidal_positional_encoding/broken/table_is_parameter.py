@@ -3,7 +3,7 @@
 import torch
 from torch import nn
 
-CAUGHT_BY = ["structure"]
+MAY_FAIL = ["module_no_parameters"]
 
 
 def sinusoidal_positional_encoding(max_seq_len, embedding_dim, base=10000.0):

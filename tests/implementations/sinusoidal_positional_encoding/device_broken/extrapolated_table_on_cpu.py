@@ -5,8 +5,7 @@ The buffer follows the module to the GPU; the table made on the fly does not, so
 the CPU; caught by module_extrapolates with --device cuda.
 """
 
-CAUGHT_BY = ["values"]
-CAUGHT_BY_CHECKS = ["module_extrapolates"]
+MAY_FAIL = ["module_extrapolates", "module_large_positions"]  # on a GPU; full marks on the CPU
 
 import torch
 from torch import nn

@@ -3,7 +3,8 @@
 import torch
 from torch import nn
 
-CAUGHT_BY = ["structure"]
+MAY_FAIL = ["honours_dtype"]
+MESSAGES = {"honours_dtype": "`weight` is float32"}
 
 
 class Embedding(nn.Module):

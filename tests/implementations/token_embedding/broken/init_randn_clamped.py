@@ -7,7 +7,7 @@ the atoms at exactly +-3 give it away.
 import torch
 from torch import nn
 
-CAUGHT_BY = ["init"]
+MAY_FAIL = ["init_distribution"]
 
 
 class Embedding(nn.Module):

@@ -3,7 +3,8 @@
 import torch
 from torch import nn
 
-CAUGHT_BY = ["init"]
+MAY_FAIL = ["init_distribution"]
+MESSAGES = {"init_distribution": "beyond 0 ± 2"}
 
 
 class Embedding(nn.Module):

@@ -3,7 +3,7 @@
 import torch
 from torch import nn
 
-CAUGHT_BY = ["gradient"]
+MAY_FAIL = ["gradcheck", "repeated_ids_accumulate", "untouched_rows_zero", "weight_gradient"]
 
 
 class Embedding(nn.Module):

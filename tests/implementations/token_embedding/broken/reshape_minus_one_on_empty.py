@@ -3,7 +3,7 @@
 import torch
 from torch import nn
 
-CAUGHT_BY = ["shape"]
+MAY_FAIL = ["zero_size_ids"]
 
 
 class Embedding(nn.Module):

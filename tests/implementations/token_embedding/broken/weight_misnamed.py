@@ -3,7 +3,8 @@
 import torch
 from torch import nn
 
-CAUGHT_BY = ["structure"]
+MAY_FAIL = ["parameters"]
+MESSAGES = {"parameters": "found `embeddings` with the right shape"}
 
 
 class Embedding(nn.Module):

@@ -5,7 +5,7 @@ import math
 import torch
 from torch import nn
 
-CAUGHT_BY = ["init"]
+MAY_FAIL = ["init_distribution"]
 
 
 class XavierEmbedding(nn.Module):

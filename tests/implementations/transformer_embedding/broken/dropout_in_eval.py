@@ -6,7 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-CAUGHT_BY = ["values"]
+MAY_FAIL = ["dropout_statistics", "eval_mode_no_dropout"]
+MESSAGES = {"dropout_statistics": "in eval mode (module.eval()) dropout must be the identity"}
 
 
 class Embedding(nn.Module):

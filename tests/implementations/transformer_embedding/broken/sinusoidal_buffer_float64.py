@@ -6,8 +6,7 @@ import math
 import torch
 from torch import nn
 
-CAUGHT_BY = ["values"]
-CAUGHT_BY_CHECKS = ["sinusoidal_positions"]
+MAY_FAIL = ["sinusoidal_positions"]
 
 
 class _Table(nn.Module):

@@ -2,8 +2,7 @@
 lands on the CPU whatever device x is on, so training-mode forward fails on CUDA. Caught only with
 `--device cuda` (VALIDATOR_TEST_DEVICE=cuda for these tests)."""
 
-CAUGHT_BY = ["values"]
-CAUGHT_BY_CHECKS = ["dropout_statistics"]
+MAY_FAIL = ["dropout_statistics"]  # on a GPU; full marks on the CPU
 
 
 import math

@@ -42,6 +42,8 @@ class WorkerFailure(Exception):
         self.reason = reason  # "timeout" | "crash" | "protocol" | "device"
 
 
+# Lines torch's profiler writes to stderr on its own; never shown as the student's output.
+PROFILER_NOISE = ("USDT:",)
 # After an entry's first time-out, later calls to it get this long (then none, after a second one).
 REPROBE_S = 3.0
 
@@ -190,7 +192,8 @@ class Worker:
             self.log.seek(0, os.SEEK_END)
             size = self.log.tell()
             self.log.seek(max(0, size - OUTPUT_TAIL_BYTES))
-            tail = self.log.read().decode("utf-8", "replace").strip()
+            tail = "\n".join(line for line in self.log.read().decode("utf-8", "replace").splitlines()
+                             if not line.startswith(PROFILER_NOISE)).strip()
         except OSError:
             return ""
         return f"; last output:\n{tail}" if tail else ""
@@ -272,7 +275,16 @@ def _warm_before_fork() -> None:
     if not _WARM:
         from validator.worker.main import _prepare_template
 
-        _prepare_template()
+        sys.stderr.flush()
+        saved = os.dup(2)
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)  # torch's profiler announces its first start on fd 2: not for the student's terminal
+        try:
+            _prepare_template()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            os.close(null)
         _WARM = True
 
 

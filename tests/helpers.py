@@ -50,12 +50,39 @@ def code_checks(result: ChallengeResult):
 
 
 def variants(kind: str) -> list[tuple[str, Path]]:
-    """(challenge id, file) for every correct/ or broken/ implementation in the mutant library."""
+    """(challenge id, file) for every correct/ or broken/ implementation in the mutant library.
+
+    A variant is a ``.py`` file, or a folder holding a ``layers.py`` and the helper modules it imports.
+    """
     found = []
     for challenge_dir in sorted(IMPLEMENTATIONS.glob("*")):
-        for path in sorted((challenge_dir / kind).glob("*.py")):
+        folder = challenge_dir / kind
+        paths = list(folder.glob("*.py")) + [d / "layers.py" for d in folder.glob("*") if (d / "layers.py").is_file()]
+        for path in sorted(paths, key=variant_name):
             found.append((challenge_dir.name, path))
     return found
+
+
+def variant_name(path: Path) -> str:
+    return path.parent.name if path.name == "layers.py" else path.stem
+
+
+def tiered(kind: str, *, per_challenge: int) -> list:
+    """Every variant as a pytest param; all but ``per_challenge`` of each challenge (spread over the sorted
+    list) are marked for the thorough tier, so the default tier grades a sample of every challenge."""
+    import pytest
+
+    by_challenge: dict[str, list[Path]] = {}
+    for challenge, path in variants(kind):
+        by_challenge.setdefault(challenge, []).append(path)
+    params = []
+    for challenge, paths in by_challenge.items():
+        step = max(1, len(paths) // per_challenge)
+        sample = set(paths[::step][:per_challenge])
+        for path in paths:
+            marks = () if path in sample else (pytest.mark.thorough,)
+            params.append(pytest.param(challenge, path, marks=marks, id=f"{challenge}-{variant_name(path)}"))
+    return params
 
 
 def _declarations(path: Path) -> dict[str, object]:

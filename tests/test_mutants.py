@@ -6,22 +6,23 @@ the exact set of checks its single bug may cost (failed, error, or skipped
 because a required check failed); it must lose at least one of them and no
 other code check (questions are not graded here). ``MESSAGES = {check_id:
 substring}`` pins what the report must say. The default tier grades each
-mutant on one seed; the thorough tier (``--thorough``) on several.
+mutant of a sample (two broken and one correct per challenge) on one seed; the thorough tier
+(``--thorough``) grades every variant, broken ones on seed 0 and on several more.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from helpers import (code_checks, describe_failures, grade_file, grading_device, seeds_for_tests,
-                     variants, verdict_problems)
+from helpers import (code_checks, describe_failures, grade_file, grading_device, seeds_for_tests, tiered,
+                     variant_name, variants, verdict_problems)
 
 
 def _ids(v):
-    return getattr(v, "stem", v)
+    return variant_name(v) if hasattr(v, "stem") else v
 
 
-@pytest.mark.parametrize("challenge,path", variants("correct"), ids=_ids)
+@pytest.mark.parametrize("challenge,path", tiered("correct", per_challenge=1))
 def test_correct_variant_gets_full_marks(challenge, path):
     for result in grade_file(path, challenge, seeds=seeds_for_tests()):
         bad = [c for c in code_checks(result) if c.status not in ("passed", "advisory")]
@@ -36,7 +37,7 @@ def _assert_holds(path, results):
                               + f"\nchecks lost:\n{describe_failures(result) or '  none'}")
 
 
-@pytest.mark.parametrize("challenge,path", variants("broken"), ids=_ids)
+@pytest.mark.parametrize("challenge,path", tiered("broken", per_challenge=2))
 def test_broken_variant_costs_only_its_declared_checks(challenge, path):
     (result,) = grade_file(path, challenge, seeds=[0])
     _assert_holds(path, [(0, result)])
@@ -49,7 +50,7 @@ def test_broken_variant_costs_only_its_declared_checks_on_every_seed(challenge, 
     _assert_holds(path, list(zip(seeds, grade_file(path, challenge, seeds=seeds))))
 
 
-@pytest.mark.parametrize("challenge,path", variants("device_broken"), ids=_ids)
+@pytest.mark.parametrize("challenge,path", tiered("device_broken", per_challenge=1))
 def test_device_only_bug_is_caught_on_that_device(challenge, path):
     """Bugs that only a GPU shows (a tensor made without device=): invisible on the CPU, caught on CUDA."""
     (result,) = grade_file(path, challenge, seeds=[0])

@@ -70,7 +70,9 @@ def _build(ctx: Context, check: CheckSpec, p: InitParams, seed: int | None, dims
         call = ctx.build_call(name, case, want=["output"], seed=seed, reseed=seed is not None)
         (ids_name,) = entry.call
         high = int(resolve(ctx.challenge.inputs[ids_name].high, case.dims))
-        call["inputs"] = [{"value": torch.arange(high), "requires_grad": False}]
+        # one sequence of every ID, shaped (batch=1, seq): the shape every layer of the course takes,
+        # so a forward that handles only some ranks costs its shape checks, not the init ones
+        call["inputs"] = [{"value": torch.arange(high).view(1, high), "requires_grad": False}]
         return call
     return ctx.build_call(name, case, want=["params", "construct_only"], seed=seed, reseed=seed is not None)
 
@@ -78,10 +80,11 @@ def _build(ctx: Context, check: CheckSpec, p: InitParams, seed: int | None, dims
 def _param(ctx: Context, result: dict, p: InitParams, name: str) -> torch.Tensor:
     if p.sample == "output":
         t = result.get("output")
-        if not isinstance(t, torch.Tensor) or t.dim() != 2:
-            raise CheckFailed(f"looking up every ID (0, 1, ..., n-1) returned "
-                              f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}, not a table")
-        t = t.detach()
+        if not isinstance(t, torch.Tensor) or t.dim() != 3 or t.shape[0] != 1:
+            raise CheckFailed(f"looking up every ID as one sequence (token_ids of shape (1, n)) returned "
+                              f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}, "
+                              "not (1, n, embedding_dim)")
+        t = t.detach()[0]
     else:
         student_name = p.parameter  # replies are already renamed to the contract's names
         params = result.get("params") or {}

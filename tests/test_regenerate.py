@@ -436,9 +436,12 @@ def test_self_check_catches_a_stub_that_scores_and_a_wrong_key(tmp_path):
     key = dict(MINI_KEY, scaling=dict(MINI_KEY["scaling"], kind={"answer": "z"}))
     (dirs["reference"] / "answer_key.yaml").write_text(yaml.safe_dump(key))
     code, text = run_regenerate(dirs, challenges=["scaling"])
+    assert code == 1  # a wrong key stops regenerate before anything is recorded
+    assert "scaling.kind answer 'z' is not one of the choices" in text and "nothing was recorded" in text, text
+    (dirs["reference"] / "answer_key.yaml").write_text(yaml.safe_dump(MINI_KEY))
+    code, text = run_regenerate(dirs, challenges=["scaling"])
     assert code == 1
     assert "the stub scores points (a check passes without any solution): no_library (1)" in text, text
-    assert "scaling.kind answer 'z' is not one of the choices" in text
 
 
 # -- the real catalogue ----------------------------------------------------------------------

@@ -169,7 +169,7 @@ def test_handout_run_with_everything_gradable_passing_exits_zero(released):
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads((released["root"] / "answered.json").read_text())
     questions = [c for ch in report["challenges"] for c in ch["checks"] if c["kind"] == "question"]
-    assert [c["message"] for c in questions] == ["recorded; graded at official submission"] * 2
+    assert [c["message"] for c in questions] == ["recorded (format valid); graded at official submission"] * 2
 
 
 def test_unrecorded_profile_falls_back_and_says_so(released):
@@ -182,7 +182,7 @@ def test_unrecorded_profile_falls_back_and_says_so(released):
 
 def test_instructor_commands_are_not_in_a_handout(released):
     result = run_in(released["handout"], "regenerate", "--check")
-    assert result.returncode == 2 and "instructor command" in result.stderr
+    assert result.returncode == 2 and "is a staff command" in result.stderr and "submit-build" in result.stderr
 
 
 # -- the autograder bundle ---------------------------------------------------------------------

@@ -45,7 +45,7 @@ def is_missing(value: Any) -> bool:
 
 
 def parse_number(value: Any) -> float | None:
-    """A numeric answer as a person writes it: ``38597376``, ``38,597,376``, ``3.86e7``, ``125.0``."""
+    """A numeric answer as a person writes it: ``1234567``, ``1,234,567``, ``1.23e6``, ``125.0``."""
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
@@ -73,7 +73,7 @@ def answer_problem(question: Question, value: Any) -> str | None:
     if parse_number(value) is None:
         unit = f" (in {question.unit})" if question.unit else ""
         return (f"{value!r} is not a plain number: write only the number{unit}, without units or suffixes, "
-                "e.g. 38597376 or 3.86e7")
+                "e.g. 1234567 or 1.23e6")
     return None
 
 

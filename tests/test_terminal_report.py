@@ -44,3 +44,33 @@ def test_a_lost_point_is_named_as_lost():
 
 def test_everything_passed():
     assert "all checks passed" in headline(report(check("passed", 1, 1)))
+
+
+def test_an_init_failure_shows_its_histogram():
+    """'std 0.02 instead of 1' is visible at a glance: every value in the two middle bins."""
+    from helpers import IMPLEMENTATIONS, grade_file
+
+    from validator.reporters.terminal import render_challenge
+
+    (result,) = grade_file(IMPLEMENTATIONS / "token_embedding" / "broken" / "init_std_002.py", "token_embedding",
+                           seeds=[3], checks={"init_distribution"})
+    out = io.StringIO()
+    render_challenge(Console(file=out, width=200, color_system=None), result)
+    text = out.getvalue()
+    assert "histogram: # your values, | expected" in text
+    rows = [line for line in text.splitlines() if line.rstrip().endswith("%") and ("#" in line or "|" in line)]
+    assert len(rows) >= 10
+    full = [r for r in rows if r.count("#") > 20]
+    assert len(full) == 2 and all(float(r.split()[-1].rstrip("%")) > 40 for r in full), rows
+
+
+def test_histogram_marks_mass_outside_the_expected_range():
+    import torch
+
+    from validator.stats import Distribution, text_histogram
+
+    dist = Distribution("truncated_normal", mean=0.0, std=1.0, a=-3.0, b=3.0)
+    sample = torch.randn(200_000, generator=torch.Generator().manual_seed(0)) * 1.5
+    rows = text_histogram(sample, dist)
+    assert rows[0].strip().startswith("< -3") and rows[-1].strip().startswith("> 3")
+    assert len(rows) == 12 + 2

@@ -182,3 +182,48 @@ def distribution_problems(sample: torch.Tensor, dist: Distribution, false_failur
         problems.append(f"Kolmogorov-Smirnov distance to the {dist.describe()} is {d:.5f}, allowed {eps:.5f}: "
                         "the values do not follow that distribution")
     return problems, facts
+
+
+def text_histogram(sample: torch.Tensor, dist: Distribution, *, bins: int = 12, width: int = 40) -> list[str]:
+    """The sample's histogram against the expected distribution, as lines of text for a terminal.
+
+    Each line is one bin: ``#`` bars are the share of the sample in it, ``|`` marks the share
+    the expected distribution puts there; values outside the expected range get bins of their
+    own at either end. "Clamped" (spikes at the bounds), "untruncated" (mass outside) and
+    "std 0.02 instead of 1" (everything in one bin) show at a glance.
+    """
+    x = sample.detach().reshape(-1).to(torch.float64)
+    x = x[torch.isfinite(x)]
+    if x.numel() == 0:
+        return []
+    mean, var, _ = dist.moments()
+    lo, hi = dist.support()
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        spread = math.sqrt(var) if var > 0 else max(float(x.std()) if x.numel() > 1 else 0.0, 1e-3)
+        lo, hi = mean - 4 * spread, mean + 4 * spread
+    edges = torch.linspace(lo, hi, bins + 1, dtype=torch.float64)
+    n = x.numel()
+    rows = []
+    below, above = float((x < lo).sum()) / n, float((x > hi).sum()) / n
+    exp_cdf = dist.cdf(edges)
+    observed = torch.histc(x.clamp(lo, hi), bins=bins, min=lo, max=hi) / n
+    observed[0] -= below  # histc counted the clamped values in the end bins
+    observed[-1] -= above
+    expected = (exp_cdf[1:] - exp_cdf[:-1]).clamp(min=0)
+    top = max(float(observed.max()), float(expected.max()), below, above, 1e-12)
+
+    def bar(obs: float, exp: float) -> str:
+        cells = ["#" if i < round(obs / top * width) else " " for i in range(width)]
+        mark = min(width - 1, round(exp / top * width))
+        if exp > 0:
+            cells[mark] = "|"
+        return "".join(cells).rstrip()
+
+    if below > 0:
+        rows.append(f"{'< ' + fmt(lo, 3):>12}  {bar(below, float(dist.cdf(torch.tensor(lo))))}  {below:6.1%}")
+    for i in range(bins):
+        rows.append(f"{fmt(float(edges[i]), 3):>12}  {bar(float(observed[i]), float(expected[i]))}  "
+                    f"{float(observed[i]):6.1%}")
+    if above > 0:
+        rows.append(f"{'> ' + fmt(hi, 3):>12}  {bar(above, 1 - float(dist.cdf(torch.tensor(hi))))}  {above:6.1%}")
+    return rows

@@ -12,7 +12,7 @@ from validator.checks.common import CheckFailed, entry_of, probe_case, probe_dim
 from validator.cases import fixed_case
 from validator.context import Context
 from validator.spec.schema import CheckSpec, resolve
-from validator.stats import Distribution, distribution_problems
+from validator.stats import Distribution, distribution_problems, text_histogram
 
 
 class InitParams(Params):
@@ -123,8 +123,10 @@ def init_distribution(ctx: Context, check: CheckSpec, p: InitParams) -> str:
     dist = Distribution.from_spec(p.distribution, tuple(ctx.expected_parameters(entry, dims)[p.parameter]))
     problems, facts = distribution_problems(sample, dist, p.false_failure)
     if problems:
+        picture = text_histogram(sample, dist)
         raise CheckFailed(f"{_what(p)} ({p.parameter} {tuple(sample.shape)}, built with {shown}) should be "
-                          f"{dist.describe()}: " + "; ".join(problems))
+                          f"{dist.describe()}: " + "; ".join(problems)
+                          + ("\n  histogram: # your values, | expected\n" + "\n".join(picture) if picture else ""))
     return f"{sample.numel()} values ({shown}): " + ", ".join(facts)
 
 

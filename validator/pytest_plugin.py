@@ -12,6 +12,7 @@ not depend on how items were distributed.
 
 from __future__ import annotations
 
+import functools
 import random
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,8 @@ class _Run:
         self.selected: dict[str, set[str]] = {}
         self.reports: dict[str, Any] = {}
 
-    def catalogue(self):
+    @functools.cached_property
+    def challenges_selected(self):
         from validator import paths
         from validator.api import select_challenges
         from validator.spec import load_catalogue
@@ -157,7 +159,7 @@ class LayersFile(pytest.File):
 
     def collect(self):
         run = self.config.stash[_RUN]
-        for challenge in run.catalogue():
+        for challenge in run.challenges_selected:
             for check in challenge.checks:
                 yield CheckItem.from_parent(self, name=f"{challenge.id}::{check.id}", challenge=challenge.id,
                                             check=check.id, kind=check.kind, title=check.title)
@@ -186,7 +188,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     run = session.config.stash.get(_RUN, None)
     if run is None:
         return
-    specs = {c.id: c for c in run.catalogue()}
+    specs = {c.id: c for c in run.challenges_selected}
     for item in session.items:
         if isinstance(item, CheckItem):
             wanted = run.selected.setdefault(item.challenge, set())

@@ -57,6 +57,11 @@ def parse_number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def choice_letter(value: Any) -> str:
+    """A choice answer as the letter it names: ``B``, ``b)`` and `` b `` all mean ``b``."""
+    return str(value).strip().lower().rstrip(")")
+
+
 def answer_problem(question: Question, value: Any) -> str | None:
     """Why ``value`` cannot be graded as an answer to ``question`` (its format, not its correctness).
 
@@ -66,8 +71,7 @@ def answer_problem(question: Question, value: Any) -> str | None:
     if is_missing(value):
         return "not answered"
     if question.type == "choice":
-        given = str(value).strip().lower().rstrip(")")
-        if given not in question.choices:
+        if choice_letter(value) not in question.choices:
             return f"{value!r} is not one of the choices {', '.join(question.choices)}: give the letter only"
         return None
     if parse_number(value) is None:
@@ -104,7 +108,7 @@ def ask(challenge: Challenge, question: Question, read: Callable[[str], str] = i
             return None
         why = answer_problem(question, raw)
         if why is None:
-            return raw.lower().rstrip(")") if question.type == "choice" else raw
+            return choice_letter(raw) if question.type == "choice" else raw
         expected = ("one of " + ", ".join(question.choices)) if question.type == "choice" else \
             f"a plain number{unit}"
         out.write(f"  not saved: {why}. Expected {expected}; press Enter to skip.\n")
@@ -136,7 +140,7 @@ def grade_question(question: Question, answer: Any, key: dict[str, Any] | None) 
         return CheckResult(status="failed", score=0.0, message=f"answer {problem}", **base)
     correct = key.get("answer")
     if question.type == "choice":
-        given = str(answer).strip().lower().rstrip(")")
+        given = choice_letter(answer)
         ok = given == str(correct).lower()
         message = "correct" if ok else f"you chose {given}, the answer is {correct}"
     else:

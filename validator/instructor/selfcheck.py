@@ -91,8 +91,8 @@ def check_challenge(challenge: Challenge, *, catalogue: dict[str, Challenge], ch
     common = dict(challenges=[challenge.id], seed=seed, profile=profile, catalogue=catalogue,
                   challenges_dir=challenges_dir, reference_dir=reference_file.parent)
     if live:
-        report = grade(reference_file, answers={challenge.id: answers}, reference_mode="live", **common)
-        lost = shortfall(report.challenges[0])
+        lost = live_shortfall(challenge, catalogue=catalogue, reference_file=reference_file, answers=answers,
+                              seed=seed, profile=profile)
         if lost:
             problems.append("the reference with the key does not score full marks: " + "; ".join(lost))
     if frozen:

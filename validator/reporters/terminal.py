@@ -88,17 +88,22 @@ def _details(console: Console, c: CheckResult) -> None:
         console.print(f"    [dim]reproduce:[/] [cyan]{escape(c.reproduce)}[/]", soft_wrap=True)
 
 
-def breakdown(report: Report) -> dict[str, float]:
-    """Where the points of a report went: earned, deferred to official grading, unanswered, lost."""
+def is_deferred(check: CheckResult) -> bool:
+    """Skipped here because only official grading can grade it: a reference-only check, a recorded answer."""
     from validator.instructor.fixtures import DEFERRED
 
+    return check.status == "skipped" and (check.message.startswith(DEFERRED) or check.message.startswith("recorded"))
+
+
+def breakdown(report: Report) -> dict[str, float]:
+    """Where the points of a report went: earned, deferred to official grading, unanswered, lost."""
     out = {"earned": report.score, "deferred": 0.0, "unanswered": 0.0, "lost": 0.0, "max": report.max_score}
     for ch in report.challenges:
         for c in ch.checks:
             missing = c.max_score - c.score
             if missing <= 0:
                 continue
-            if c.status == "skipped" and (c.message.startswith(DEFERRED) or c.message.startswith("recorded")):
+            if is_deferred(c):
                 out["deferred"] += missing
             elif c.kind == "question" and c.message.startswith("not answered"):
                 out["unanswered"] += missing

@@ -1,7 +1,8 @@
 """What a check needs to grade one challenge: the spec, both sides, and call builders.
 
 The student side is always reached through the worker (plain data in, plain
-tensors out); the reference side runs in-process through the same runner.
+tensors out); the reference side is whatever the run chose (validator/reference_side.py):
+live in-process, recording, or replayed from fixtures.
 """
 
 from __future__ import annotations
@@ -9,15 +10,17 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from hypothesis import settings as Settings
 
 from validator.cases import Case
-from validator.runner import execute
 from validator.spec.schema import Challenge, Entry, resolve
 from validator.worker.client import Worker
+
+if TYPE_CHECKING:
+    from validator.reference_side import ReferenceSide
 
 
 class CheckFailed(Exception):
@@ -72,18 +75,13 @@ def format_exception(result: dict, entry: str) -> str:
 @dataclass
 class Context:
     challenge: Challenge
-    reference: dict[str, Any]
+    ref: "ReferenceSide"
     worker: Worker
     student_file: Path
     seed: int
     settings: Settings
     entries: dict[str, dict] = field(default_factory=dict)
     param_maps: dict[str, dict[str, str] | None] = field(default_factory=dict)
-    reference_file: str | None = None
-    # Handout mode: reference results come from fixtures (validator.instructor.fixtures.FrozenReference).
-    frozen: Any = None
-    # Recording: called with (call, result) for every in-process reference call.
-    recorder: Any = None
     timeout_cap: float | None = None
     # Where the student's layer runs (e.g. "cuda"); the reference and every comparison stay on the CPU.
     device: str | None = None
@@ -160,17 +158,13 @@ class Context:
         return reply
 
     def reference_call(self, call: dict) -> dict:
-        result = self.reference_raw(call)
+        """The reference's result for ``call``; its failing is a spec or reference bug."""
+        result = self.ref.call(self.challenge.id, call)
         if not result.get("ok"):
             raise RuntimeError("the reference failed on a generated case (a spec or reference bug): "
                                + format_exception(result, call["entry"]))
         return result
 
     def reference_raw(self, call: dict) -> dict:
-        """The reference's result for ``call``: run in-process, or replayed from fixtures in a handout."""
-        if self.frozen is not None:
-            return self.frozen.lookup(self.challenge.id, call)
-        result = execute(self.reference, call, origin=self.reference_file)
-        if self.recorder is not None:
-            self.recorder(call, result)
-        return result
+        """The reference's result for ``call``, as it is (a check that expects it to raise reads this)."""
+        return self.ref.call(self.challenge.id, call)

@@ -7,8 +7,6 @@ so that value and gradient checks still run.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import time
 import traceback
 from pathlib import Path
@@ -19,18 +17,10 @@ from validator.checks.common import match_parameters, probe_case, probe_dims
 from validator.context import (CheckErrored, CheckFailed, CheckSkipped, Context, GraderFailure,
                                ReferenceUnavailable, format_exception)
 from validator.questions import grade_question
+from validator.reference_side import ReferenceSide
 from validator.results import ChallengeResult, CheckResult
 from validator.spec.schema import Challenge, CheckSpec
 from validator.worker.client import Worker, WorkerFailure
-
-
-def load_reference(path: Path) -> dict[str, Any]:
-    """Import the reference module in-process (it is trusted instructor code)."""
-    spec = importlib.util.spec_from_file_location("validator_reference_layers", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return vars(module)
 
 
 def reproduce_command(challenge: str, check: str, seed: int, student: str | None, device: str | None = None,
@@ -74,18 +64,10 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
     status, message = "passed", ""
     review: list[str] = []
     machinery = False
-    if ctx.frozen is not None or ctx.recorder is not None:
-        from validator.instructor.fixtures import DEFERRED, live_only
-
-        if live_only(check.test):
-            if ctx.frozen is not None:
-                return CheckResult(status="skipped", score=0.0, message=f"{DEFERRED}: this check measures the "
-                                   "reference implementation itself, which a handout does not include", **base)
-            ctx.recorder.active = False
-        if ctx.frozen is not None:
-            ctx.frozen.reset()
-        if ctx.recorder is not None:
-            ctx.recorder.begin_check()
+    deferred = ctx.ref.before_check(test)
+    if deferred:
+        ctx.ref.after_check("skipped", deferred)
+        return CheckResult(status="skipped", score=0.0, message=deferred, **base)
     ctx.worker.current_check = f"{ctx.challenge.id}/{check.id}"  # named if a call times out (worker.request)
     try:
         note = test.fn(ctx, check, params)
@@ -108,15 +90,7 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
                    f"report it with the seed.\n{traceback.format_exc(limit=3)}")
     finally:
         ctx.worker.current_check = None
-        if ctx.recorder is not None:
-            ctx.recorder.end_check()
-            ctx.recorder.active = True
-    # Nothing was compared: a pass (or an error of the grader's making) would claim what was never checked.
-    if ctx.frozen is not None and status in ("passed", "error") and ctx.frozen.misses and not ctx.frozen.hits:
-        from validator.instructor.fixtures import DEFERRED
-
-        status, message = "skipped", (f"{DEFERRED}: none of the generated inputs has a frozen reference result "
-                                      "(were the fixtures recorded with another hypothesis version?)")
+    status, message = ctx.ref.after_check(status, message)
     if status == "skipped":
         return CheckResult(status=status, score=0.0, message=message,
                            duration_s=round(time.perf_counter() - started, 3), **base)
@@ -145,17 +119,15 @@ def _outcome_hints(selected: list[CheckSpec], done: dict[str, CheckResult]) -> N
                 break
 
 
-def grade_challenge(challenge: Challenge, *, worker: Worker, reference: dict[str, Any] | None,
-                    reference_file: str | None, student_file: Path, seed: int, settings,
+def grade_challenge(challenge: Challenge, *, worker: Worker, ref: ReferenceSide, student_file: Path, seed: int,
+                    settings,
                     answers: dict[str, Any], key: dict[str, Any] | None, only_checks: set[str] | None = None,
                     student_arg: str | None = None, timeout: float | None = None, on_check: Callable[[CheckResult], None] | None = None,
-                    frozen: Any = None, recorder: Any = None, device: str | None = None,
-                    profile: str | None = None) -> ChallengeResult:
-    """Grade one challenge. ``frozen`` replays reference results (handout); ``recorder`` records them."""
+                    device: str | None = None, profile: str | None = None) -> ChallengeResult:
+    """Grade one challenge; ``ref`` answers for the reference (live, recording or frozen)."""
     result = ChallengeResult(id=challenge.id, title=challenge.title)
-    ctx = Context(challenge=challenge, reference=reference or {}, worker=worker, student_file=student_file,
-                  seed=seed, settings=settings, reference_file=reference_file, frozen=frozen, recorder=recorder,
-                  timeout_cap=timeout, device=device, profile=profile)
+    ctx = Context(challenge=challenge, ref=ref, worker=worker, student_file=student_file, seed=seed,
+                  settings=settings, timeout_cap=timeout, device=device, profile=profile)
     load = worker.load()
     problem = None
     if not load.get("ok"):

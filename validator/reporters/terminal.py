@@ -90,7 +90,7 @@ def _details(console: Console, c: CheckResult) -> None:
 
 def is_deferred(check: CheckResult) -> bool:
     """Skipped here because only official grading can grade it: a reference-only check, a recorded answer."""
-    from validator.instructor.fixtures import DEFERRED
+    from validator.reference_side import DEFERRED
 
     return check.status == "skipped" and (check.message.startswith(DEFERRED) or check.message.startswith("recorded"))
 

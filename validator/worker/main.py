@@ -161,7 +161,7 @@ def _prepare_template() -> None:
     from validator.worker import protocol  # noqa: F401
 
     runner.skip_absent_device_seeding()
-    # The first dispatch-mode trace imports ~800 modules (dynamo, sympy): pay that once, here.
+    # The first trace warms lazily built dispatch and profiler state: pay that once, here, before forking.
     weight = torch.nn.Parameter(torch.nn.init.trunc_normal_(torch.empty(4, 3)))
     call = {"entry": "f", "kind": "function", "inputs": [{"value": torch.tensor([0, 2, 2])}],
             "want": ["output"], "trace_ops": True, "track_memory": True, "grad_output": torch.ones(3, 3)}

@@ -9,6 +9,7 @@ import torch
 
 from validator import paths
 from validator.grading import grade_challenge
+from validator.parallel import grade_all
 from validator.profiles import get_settings
 from validator.questions import load_key
 from validator.reference_side import DEFERRED, FrozenReference, LiveReference, ReferenceSide
@@ -59,7 +60,7 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
           catalogue: dict[str, Challenge] | None = None, student_arg: str | None = None,
           timeout: float | None = None, on_challenge: Callable[[ChallengeResult], None] | None = None,
           reference_mode: str = "auto", reference: ReferenceSide | None = None,
-          device: str | None = None) -> Report:
+          device: str | None = None, jobs: int = 1) -> Report:
     """Grade ``student_file`` on the selected challenges and return the plain-data report.
 
     ``reference_mode``: ``"live"`` runs reference/layers.py, ``"frozen"`` replays the results that
@@ -67,6 +68,8 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
     live when the reference is present. ``reference`` supplies the reference side itself (the
     instructor's recording one); the answer key is still read from ``reference_dir``.
     ``device`` (e.g. ``"cuda"``) runs the student's layers there; the reference stays on the CPU.
+    ``jobs`` > 1 grades challenges in that many forked graders, each with its own worker (the CPU only:
+    a CUDA context does not survive a fork); results and ``on_challenge`` keep the catalogue order.
     """
     import time
 
@@ -95,20 +98,18 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
             side, key_all = LiveReference.from_file(ref_file), load_key(ref_dir / "answer_key.yaml")
         settings = get_settings(profile)
         skip_absent_device_seeding()  # the reference runs here: seeding must not cost ~5 ms a call
-        results = []
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # like the worker: sums over repeated IDs come out bit-identical
+
+        def grade_one(ch: Challenge, on: Worker) -> ChallengeResult:
+            return grade_challenge(ch, worker=on, ref=side, student_file=student_file, seed=seed, settings=settings,
+                                   answers=(answers or {}).get(ch.id, {}),
+                                   key=None if key_all is None else key_all.get(ch.id, {}),
+                                   only_checks=set(checks) if checks else None, student_arg=student_arg,
+                                   timeout=timeout, device=device, profile=profile)
         try:
-            for ch in selected:
-                res = grade_challenge(ch, worker=worker, ref=side, student_file=student_file, seed=seed, settings=settings,
-                                      answers=(answers or {}).get(ch.id, {}),
-                                      key=None if key_all is None else key_all.get(ch.id, {}),
-                                      only_checks=set(checks) if checks else None, student_arg=student_arg,
-                                      timeout=timeout, device=device,
-                                      profile=profile)
-                results.append(res)
-                if on_challenge:
-                    on_challenge(res)
+            results = grade_all(selected, worker=worker, jobs=1 if device else jobs, grade_one=grade_one,
+                                on_challenge=on_challenge)
         finally:
             torch.set_num_threads(threads)
         return Report(challenges=results, seed=seed, student=str(student_file), profile=profile,

@@ -33,6 +33,9 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     sb.add_argument("--device", metavar="DEVICE",
                     help="run your layers on this torch device, e.g. cuda (the reference and the comparisons "
                          "stay on the CPU; the speed check times the CPU)")
+    sb.add_argument("--jobs", type=int, metavar="N",
+                    help="grade this many challenges at once, each with its own worker "
+                         "(default: one per core, at most 4; results are the same)")
 
     if handout:
         return parser

@@ -13,6 +13,7 @@ import yaml
 from validator import paths
 from validator.api import UsageError, check_device, grade, handout_seeds, select_challenges
 from validator.intake import MAX_SOURCE_BYTES, IntakeError, read_submission_file
+from validator.parallel import default_jobs
 from validator.profiles import profile_name
 from validator.questions import AnswersError, answer_formats, ask, is_missing, load_answers
 from validator.results import Report
@@ -55,7 +56,7 @@ def submit_build(*, challenges: Sequence[str] | None = None, student: str | None
                  answers: str | None = None, json_path: str | None = None, seed: int | None = None,
                  checks: Sequence[str] | None = None, profile: str | None = None,
                  interactive: bool | None = None, timeout: float | None = None, challenges_dir: str | None = None,
-                 reference_dir: str | None = None, device: str | None = None,
+                 reference_dir: str | None = None, device: str | None = None, jobs: int | None = None,
                  console=None) -> tuple[int, Report | None]:
     """Grade and report; returns (exit status, report)."""
     from rich.console import Console
@@ -113,6 +114,7 @@ def submit_build(*, challenges: Sequence[str] | None = None, student: str | None
         report = grade(student_file, challenges=[c.id for c in selected], seed=run_seed, profile=prof,
                        answers=given, checks=checks, reference_dir=reference_dir, worker=worker,
                        catalogue=catalogue, student_arg=student, timeout=timeout, device=device,
+                       jobs=default_jobs(len(selected)) if jobs is None else max(1, jobs),
                        on_challenge=lambda res: terminal.render_challenge(console, res))
         report.duration_s = time.perf_counter() - started
         terminal.render_summary(console, report)

@@ -71,6 +71,11 @@ class Worker:
         self.timed_out: dict[str, tuple[str, int]] = {}  # entry -> (where it first timed out, time-outs)
         self.current_check: str | None = None  # set by the grading loop, named in those failures
 
+    def sibling(self) -> "Worker":
+        """A new, unstarted worker for the same student file, with the same options."""
+        return Worker(self.student_file, startup_timeout=self.startup_timeout, preexec=self.preexec,
+                      env=self.extra_env, cwd=self.cwd, command=self.command)
+
     # -- lifecycle -----------------------------------------------------------
     def start(self) -> None:
         """Start the process now: forked from this one where that is safe (torch already imported,

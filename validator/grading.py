@@ -87,6 +87,7 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
         if ctx.recorder is not None:
             ctx.recorder.begin_check()
     ctx.worker.current_check = f"{ctx.challenge.id}/{check.id}"  # named if a call times out (worker.request)
+    ctx.figures = []
     try:
         note = test.fn(ctx, check, params)
         message = note or ""
@@ -117,15 +118,16 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
 
         status, message = "skipped", (f"{DEFERRED}: none of the generated inputs has a frozen reference result "
                                       "(were the fixtures recorded with another hypothesis version?)")
+    figures, ctx.figures = ctx.figures, []
     if status == "skipped":
-        return CheckResult(status=status, score=0.0, message=message,
+        return CheckResult(status=status, score=0.0, message=message, figures=figures,
                            duration_s=round(time.perf_counter() - started, 3), **base)
     if check.advisory:
         status = "passed" if status == "passed" else "advisory"
     if check.hint and not machinery and status in ("failed", "advisory", "error") and check.hint not in message:
         message += f"\n  hint: {check.hint}"
     score = check.points if status == "passed" else 0.0
-    return CheckResult(status=status, score=score, message=message, review=review,
+    return CheckResult(status=status, score=score, message=message, review=review, figures=figures,
                        reproduce=None if status == "passed" else
                        reproduce_command(ctx.challenge.id, check.id, ctx.seed, student_arg, ctx.device, ctx.profile),
                        duration_s=round(time.perf_counter() - started, 3), **base)

@@ -22,7 +22,9 @@ class Histogram:
     ``counts[i]`` values fell in ``[edges[i], edges[i+1])`` (the last bin is closed); ``below`` and
     ``above`` count values outside ``[edges[0], edges[-1]]``. ``expected`` is the probability the
     expected distribution gives each bin, ``expected_below`` / ``expected_above`` outside them.
-    ``bounds`` is that distribution's support where it is finite (a truncation or a uniform's ends).
+    ``bounds`` is that distribution's support where it is finite (a truncation or a uniform's ends),
+    and ``on_bounds`` how many values sit exactly on each bound: a continuous sampler puts almost
+    none there, clamping puts a spike.
     """
 
     title: str
@@ -35,6 +37,7 @@ class Histogram:
     expected_above: float = 0.0
     expected_label: str = ""
     bounds: list[float] | None = None
+    on_bounds: list[int] | None = None
     notes: list[str] = field(default_factory=list)
     kind: str = "histogram"
 
@@ -56,6 +59,7 @@ class Histogram:
                          expected_above=float(data.get("expected_above", 0.0)),
                          expected_label=str(data.get("expected_label", "")),
                          bounds=None if bounds is None else [float(x) for x in bounds],
+                         on_bounds=None if data.get("on_bounds") is None else [int(x) for x in data["on_bounds"]],
                          notes=[str(x) for x in data.get("notes", [])])
 
 

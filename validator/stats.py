@@ -113,6 +113,11 @@ class Distribution:
         return f"constant {self.value:g}"
 
 
+def _bound_slack(lo: float, hi: float) -> float:
+    """How close to a bound counts as on it (float rounding of the bound itself)."""
+    return 1e-6 * max(1.0, abs(lo) if math.isfinite(lo) else 1.0, abs(hi) if math.isfinite(hi) else 1.0)
+
+
 def z_for(alpha: float) -> float:
     """Two-sided normal quantile: P(|Z| > z) = alpha."""
     return _N.inv_cdf(1 - alpha / 2)
@@ -141,7 +146,7 @@ def distribution_problems(sample: torch.Tensor, dist: Distribution, false_failur
         return problems, facts
 
     lo, hi = dist.support()
-    slack = 1e-6 * max(1.0, abs(lo) if math.isfinite(lo) else 1.0, abs(hi) if math.isfinite(hi) else 1.0)
+    slack = _bound_slack(lo, hi)
     below, above = int((x < lo - slack).sum()), int((x > hi + slack).sum())
     if below or above:
         problems.append(f"{below + above} of {n} values lie outside [{lo:g}, {hi:g}] "
@@ -190,7 +195,7 @@ def histogram(sample: torch.Tensor, dist: Distribution, *, bins: int = 48, title
     """The sample's histogram against the share ``dist`` puts in each bin, as plain data (None if empty).
 
     The bins cover the expected support where it is finite (else the mean ± 4 expected std); values
-    beyond it are counted apart, so "clamped" (spikes in the end bins), "untruncated" (mass outside)
+    beyond it are counted apart, so "clamped" (values exactly on the bounds), "untruncated" (mass outside)
     and "std 0.02 instead of 1" (everything in the middle bins) show in any rendering. Non-finite
     values are not drawn; a note counts them.
     """
@@ -207,17 +212,22 @@ def histogram(sample: torch.Tensor, dist: Distribution, *, bins: int = 48, title
         spread = math.sqrt(var) if var > 0 else max(float(x.std()) if x.numel() > 1 else 0.0, 1e-3)
         lo, hi = mean - 4 * spread, mean + 4 * spread
     edges = torch.linspace(lo, hi, bins + 1, dtype=torch.float64)
-    inside = x[(x >= lo) & (x <= hi)]
+    slack = _bound_slack(lo, hi)  # float rounding of a bound is not "outside"
+    is_below, is_above = x < lo - slack, x > hi + slack
+    inside = x[~(is_below | is_above)].clamp(lo, hi)
     # bin i holds edges[i] <= x < edges[i+1]; the top edge belongs to the last bin
     counts = torch.bincount(torch.searchsorted(edges[1:-1].contiguous(), inside, right=True), minlength=bins)
     cdf = dist.cdf(edges)
     expected = (cdf[1:] - cdf[:-1]).clamp(min=0)
     notes = [f"{dropped} NaN or infinite values are not drawn"] if dropped else []
+    on_bounds = None
+    if bounded:
+        on_bounds = [int(((x - lo).abs() <= slack).sum()), int(((x - hi).abs() <= slack).sum())]
     return Histogram(title=title, edges=[_short(float(e)) for e in edges], counts=[int(c) for c in counts],
-                     expected=[_short(float(p)) for p in expected], below=int((x < lo).sum()),
-                     above=int((x > hi).sum()), expected_below=_short(float(cdf[0])),
+                     expected=[_short(float(p)) for p in expected], below=int(is_below.sum()),
+                     above=int(is_above.sum()), expected_below=_short(float(cdf[0])),
                      expected_above=_short(float(1 - cdf[-1])), expected_label=dist.describe(),
-                     bounds=[lo, hi] if bounded else None, notes=notes)
+                     bounds=[lo, hi] if bounded else None, on_bounds=on_bounds, notes=notes)
 
 
 def _short(x: float) -> float:

@@ -58,6 +58,14 @@ def text_histogram(h: Histogram, *, rows: int = 12, width: int = 40) -> list[str
     return lines
 
 
+def bound_notes(h: Histogram) -> list[str]:
+    """A sentence per bound that values sit exactly on (a continuous sampler puts almost none there)."""
+    if not h.bounds or not h.on_bounds:
+        return []
+    return [f"{count} of your values sit exactly on the bound {num(bound, 6)}"
+            for bound, count in zip(h.bounds, h.on_bounds) if count]
+
+
 def figure_lines(figures: Sequence[Histogram], *, indent: str = "  ") -> list[str]:
     """Every figure of a check as text: a header naming both sides, then the bars."""
     out = []
@@ -67,5 +75,6 @@ def figure_lines(figures: Sequence[Histogram], *, indent: str = "  ") -> list[st
             continue
         out.append(indent + HEADER + (f" ({fig.expected_label})" if fig.expected_label else ""))
         out.extend(bars)
+        out.extend(indent + line for line in bound_notes(fig))
         out.extend(indent + note for note in fig.notes)
     return out

@@ -48,6 +48,15 @@ def test_one_bar_per_bin_and_one_per_side_with_values_outside():
     assert '<path class="expected"' in svg and svg.count('class="bound"') == 2
 
 
+def test_a_normals_tails_beyond_the_drawn_range_are_not_alarming_unless_heavy():
+    normal = dict(edges=[-4.0, -2.0, 0.0, 2.0, 4.0], expected=[0.0227, 0.4772, 0.4772, 0.0227],
+                  expected_below=0.00003, expected_above=0.00003)
+    light = svg_histogram(Histogram(title="t", counts=[227, 4772, 4772, 227], below=1, above=1, **normal))
+    heavy = svg_histogram(Histogram(title="t", counts=[10, 20, 20, 10], below=5000, above=5000, **normal))
+    assert light.count('class="bar beyond"') == 2 and 'class="bar outside"' not in light
+    assert heavy.count('class="bar outside"') == 2 and "beyond" in heavy
+
+
 def test_bar_heights_follow_the_counts():
     svg = svg_histogram(figure())
     heights = [float(h) for h in re.findall(r'<rect class="bar"[^>]*height="([0-9.]+)"', svg)]

@@ -51,7 +51,7 @@ def svg_histogram(h: Histogram, *, width: int = 560, height: int = 220) -> str:
     bins = len(h.counts)
     if n == 0 or bins == 0 or len(h.edges) != bins + 1 or len(h.expected) != bins:
         return ""
-    left, right, top, bottom = 52, 12, 14, 40
+    left, right, top, bottom = 52, 26, 14, 40
     plot_w, plot_h = width - left - right, height - top - bottom
     # slots: [below, gap] + bins + [gap, above]
     extra_lo, extra_hi = (2 if h.below else 0), (2 if h.above else 0)
@@ -78,24 +78,24 @@ def svg_histogram(h: Histogram, *, width: int = 560, height: int = 220) -> str:
     def bar(i_slot: int, share: float, exp: float, cls: str, label: str) -> None:
         x0, y0 = x_of(i_slot), y(share)
         out.append(f'<rect class="{cls}" x="{x0 + 0.5:.2f}" y="{y0:.2f}" width="{max(slot - 1, 0.5):.2f}" '
-                   f'height="{top + plot_h - y0:.2f}"><title>{esc(label)}: {share:.2%} of your values, '
-                   f'{exp:.2%} expected</title></rect>')
+                   f'height="{top + plot_h - y0:.2f}"><title>{esc(label)}: {pct(share)} of your values, '
+                   f'{pct(exp)} expected</title></rect>')
 
     first = extra_lo
-    if h.below:
-        bar(0, h.below / n, h.expected_below, "bar outside", f"below {num(h.edges[0])}")
+    for count, exp, i_slot, label in ((h.below, h.expected_below, 0, f"below {num(h.edges[0])}"),
+                                      (h.above, h.expected_above, first + bins + 1, f"above {num(h.edges[-1])}")):
+        if count:
+            bar(i_slot, count / n, exp, "bar outside" if _too_many(count / n, exp, h) else "bar beyond", label)
     for i, share in enumerate(shares):
         bar(first + i, share, h.expected[i],
             "bar", f"[{num(h.edges[i])}, {num(h.edges[i + 1])}{']' if i == bins - 1 else ')'}")
-    if h.above:
-        bar(first + bins + 1, h.above / n, h.expected_above, "bar outside", f"above {num(h.edges[-1])}")
-    for count, i_slot, anchor_side in ((h.below, 0, "start"), (h.above, first + bins + 2, "end")):
-        if count:  # mass beyond the range is often a sliver: say how much
-            ty = min(y(count / n) - 5, top + plot_h - 22)
-            out.append(f'<text class="atom" x="{x_of(i_slot):.2f}" y="{ty:.2f}" text-anchor="{anchor_side}">'
-                       f'{count / n:.2%} outside</text>')
-
-    # the expected shares, as a step line over the bins (and a tick over each outside bar)
+    for count, exp, x, side in ((h.below, h.expected_below, x_of(first) + 4, "start"),
+                                (h.above, h.expected_above, x_of(first + bins) - 4, "end")):
+        if count:  # mass beyond the bins is often a sliver: say how much
+            words = f"{pct(count / n)} outside" if h.bounds else f"{pct(count / n)} beyond"
+            out.append(f'<text class="{"atom" if _too_many(count / n, exp, h) else "tick"}" x="{x:.2f}" '
+                       f'y="{top + 26}" text-anchor="{side}">{esc(words)}</text>')
+    # the expected shares, as a step line over the bins (and a level over each bar beyond them)
     steps = [f"M{x_of(first):.2f},{y(0):.2f}"]
     for i, exp in enumerate(h.expected):
         steps.append(f"L{x_of(first + i):.2f},{y(exp):.2f}L{x_of(first + i + 1):.2f},{y(exp):.2f}")
@@ -105,7 +105,7 @@ def svg_histogram(h: Histogram, *, width: int = 560, height: int = 220) -> str:
         if present:
             out.append(f'<path class="expected" d="M{x_of(i_slot):.2f},{y(exp):.2f}H{x_of(i_slot + 1):.2f}"/>')
     if h.bounds:
-        for i_slot, value in ((first, h.bounds[0]), (first + bins, h.bounds[1])):
+        for i_slot in (first, first + bins):
             bx = x_of(i_slot)
             out.append(f'<line class="bound" x1="{bx:.2f}" y1="{top}" x2="{bx:.2f}" y2="{top + plot_h}"/>')
         for side, (i_slot, count) in enumerate(zip((first, first + bins), h.on_bounds or [])):
@@ -120,16 +120,29 @@ def svg_histogram(h: Histogram, *, width: int = 560, height: int = 220) -> str:
     for i in sorted({0, bins // 4, bins // 2, 3 * bins // 4, bins}):
         out.append(f'<text class="tick" x="{x_of(first + i):.2f}" y="{base}" text-anchor="middle">'
                    f'{esc(num(h.edges[i]))}</text>')
-    if h.below:
-        out.append(f'<text class="tick" x="{x_of(0.5):.2f}" y="{base}" text-anchor="middle">&lt;</text>')
-    if h.above:
-        out.append(f'<text class="tick" x="{x_of(first + bins + 1.5):.2f}" y="{base}" '
-                   'text-anchor="middle">&gt;</text>')
     out.append(f'<text class="legend" x="{left}" y="{height - 6}">bars: your {n} values'
-               f'{" (red: outside the expected range)" if h.below or h.above else ""} · line: expected'
+               f'{_outside_legend(h)} · line: expected'
                f'{" · dashed: bounds" if h.bounds else ""}</text>')
     out.append("</svg>")
     return "".join(out)
+
+
+def pct(share: float) -> str:
+    """A share as a percentage that never rounds a few values to 0."""
+    if share == 0 or share >= 0.001:
+        return f"{share:.1%}"
+    return f"{share * 100:.2g}%"
+
+
+def _too_many(share: float, expected: float, h: Histogram) -> bool:
+    """Red: anything beyond a finite support, or clearly more than a normal's tails hold beyond ± 4 std."""
+    return bool(h.bounds) or share > 2 * expected + 0.001
+
+
+def _outside_legend(h: Histogram) -> str:
+    if not (h.below or h.above):
+        return ""
+    return " (at the ends: outside the bounds)" if h.bounds else " (at the ends: beyond the drawn range)"
 
 
 def _summary(h: Histogram) -> str:
@@ -232,7 +245,7 @@ code{font-size:.9em;background:#eef2f8;padding:.1em .3em;word-break:break-all}
 figure{margin:.5em 0}figcaption{font-size:.85em;color:#444}
 .passed svg.hist{width:380px;height:auto}
 svg.hist .frame{fill:#fff;stroke:#ccc}svg.hist .grid{stroke:#eee}svg.hist .bar{fill:#4c78a8}
-svg.hist .bar.outside{fill:#d62728}svg.hist .expected{fill:none;stroke:#f58518;stroke-width:2}
+svg.hist .bar.outside{fill:#d62728}svg.hist .bar.beyond{fill:#8da9c9}svg.hist .expected{fill:none;stroke:#f58518;stroke-width:2}
 svg.hist .bound{stroke:#555;stroke-dasharray:4 3}svg.hist path.atom{fill:#d62728}
 svg.hist line.atom{stroke:#d62728;stroke-width:2}svg.hist text.atom{fill:#d62728;font-weight:700}svg.hist text{font:11px sans-serif;fill:#444}
 """

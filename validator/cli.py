@@ -21,6 +21,8 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     sb.add_argument("--student", metavar="PATH", help="a layers.py file or a directory holding one")
     sb.add_argument("--answers", metavar="PATH", help="answers YAML (default: answers.yaml beside layers.py)")
     sb.add_argument("--json", dest="json_path", metavar="PATH", help="also write the report as JSON")
+    sb.add_argument("--html", dest="html_path", metavar="PATH",
+                    help="also write the report as one self-contained HTML page, with the init histograms")
     sb.add_argument("--seed", type=int, help="replay a run: the seed printed in a report")
     sb.add_argument("--check", action="append", dest="checks", metavar="ID",
                     help="run only this check (repeatable), e.g. to reproduce a failure")

@@ -87,6 +87,8 @@ class Context:
     device: str | None = None
     # The hypothesis profile of this run, so a reproduce line replays the same inputs.
     profile: str | None = None
+    # Figures the running check drew (plain data, e.g. an init histogram); run_check moves them to its result.
+    figures: list = field(default_factory=list)
 
     def _timeout(self, timeout: float) -> float:
         return min(timeout, self.timeout_cap) if self.timeout_cap else timeout

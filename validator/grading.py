@@ -69,6 +69,7 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
         ctx.ref.after_check("skipped", deferred)
         return CheckResult(status="skipped", score=0.0, message=deferred, **base)
     ctx.worker.current_check = f"{ctx.challenge.id}/{check.id}"  # named if a call times out (worker.request)
+    ctx.figures = []
     try:
         note = test.fn(ctx, check, params)
         message = note or ""
@@ -91,15 +92,16 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
     finally:
         ctx.worker.current_check = None
     status, message = ctx.ref.after_check(status, message)
+    figures, ctx.figures = ctx.figures, []
     if status == "skipped":
-        return CheckResult(status=status, score=0.0, message=message,
+        return CheckResult(status=status, score=0.0, message=message, figures=figures,
                            duration_s=round(time.perf_counter() - started, 3), **base)
     if check.advisory:
         status = "passed" if status == "passed" else "advisory"
     if check.hint and not machinery and status in ("failed", "advisory", "error") and check.hint not in message:
         message += f"\n  hint: {check.hint}"
     score = check.points if status == "passed" else 0.0
-    return CheckResult(status=status, score=score, message=message, review=review,
+    return CheckResult(status=status, score=score, message=message, review=review, figures=figures,
                        reproduce=None if status == "passed" else
                        reproduce_command(ctx.challenge.id, check.id, ctx.seed, student_arg, ctx.device, ctx.profile),
                        duration_s=round(time.perf_counter() - started, 3), **base)

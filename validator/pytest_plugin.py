@@ -130,6 +130,8 @@ class CheckItem(pytest.Item):
         self.add_marker(pytest.mark.validator_check(kind))
 
     def runtest(self) -> None:
+        from validator.reporters.figures import figure_lines
+
         run = self.config.stash[_RUN]
         challenge, result = run.result(self.challenge, self.check)
         if result is None:
@@ -139,6 +141,7 @@ class CheckItem(pytest.Item):
         self.user_properties.append(("score", f"{result.score:g}/{result.max_score:g}"))
         if result.status in ("failed", "error"):
             text = f"{result.status.upper()} {result.id} ({result.kind}): {result.title}\n{result.message}"
+            text += "".join("\n" + line for line in figure_lines(result.figures))
             if result.reproduce:
                 text += f"\nreproduce: {result.reproduce}"
             raise ValidatorFailure(text)

@@ -53,12 +53,17 @@ def ask_missing(challenges: list[Challenge], answers: dict[str, dict[str, Any]],
 
 
 def submit_build(*, challenges: Sequence[str] | None = None, student: str | None = None,
-                 answers: str | None = None, json_path: str | None = None, seed: int | None = None,
+                 answers: str | None = None, json_path: str | None = None, html_path: str | None = None,
+                 seed: int | None = None,
                  checks: Sequence[str] | None = None, profile: str | None = None,
                  interactive: bool | None = None, timeout: float | None = None, challenges_dir: str | None = None,
                  reference_dir: str | None = None, device: str | None = None, jobs: int | None = None,
                  console=None) -> tuple[int, Report | None]:
-    """Grade and report; returns (exit status, report)."""
+    """Grade and report; returns (exit status, report).
+
+    ``html_path`` also writes the report as one self-contained HTML page (plots included); a failure
+    to write it is printed and never changes the grade or the exit status.
+    """
     from rich.console import Console
 
     from validator.reporters import terminal
@@ -120,9 +125,28 @@ def submit_build(*, challenges: Sequence[str] | None = None, student: str | None
         terminal.render_summary(console, report)
         if json_path:
             write_json(report, json_path)
+        if html_path:
+            write_html_report(report, html_path, console)
         return (EXIT_OK if report.ok or (recorded and _handout_ok(report)) else EXIT_SHORT), report
     finally:
         worker.close()
+
+
+def write_html_report(report: Report, path: str, console) -> bool:
+    """Write ``--html PATH``; a failure is one clear line on the console, never a traceback."""
+    from rich.markup import escape
+
+    from validator.reporters.html import write_html
+
+    try:
+        write_html(report, path)
+    except Exception as exc:  # noqa: BLE001 - the grade stands whatever happens to the picture
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
+        console.print(f"[red]could not write the HTML report to {escape(str(path))}:[/] {escape(str(why))} "
+                      "(the grade above is unaffected)", soft_wrap=True)
+        return False
+    console.print(f"  HTML report: {escape(str(path))}", soft_wrap=True)
+    return True
 
 
 def _handout_ok(report: Report) -> bool:

@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from validator.reporters.figures import figure_lines
 from validator.results import ChallengeResult, CheckResult, Report
 
 ICONS = {"passed": "[green]PASS[/]", "failed": "[red]FAIL[/]", "error": "[red]ERROR[/]",
@@ -82,6 +83,8 @@ def _details(console: Console, c: CheckResult) -> None:
     if c.message:
         for line in c.message.splitlines():
             console.print(f"    {escape(line)}")
+    for line in figure_lines(c.figures):
+        console.print(f"    {escape(line)}")
     if c.explanation:
         console.print(f"    [dim]why:[/] {escape(c.explanation.strip())}")
     if c.reproduce and c.kind != "question":
@@ -112,6 +115,22 @@ def breakdown(report: Report) -> dict[str, float]:
     return out
 
 
+BREAKDOWN_LABELS = (("earned", "earned"), ("deferred", "deferred to official grading"),
+                    ("unanswered", "unanswered"), ("lost", "lost"))
+
+
+def verdict(report: Report, parts: dict[str, float] | None = None) -> tuple[str, str]:
+    """The headline's verdict as (tone, words): tone ``good``, ``partial`` (only unanswered) or ``short``."""
+    parts = parts or breakdown(report)
+    if report.ok:
+        return "good", "all checks passed"
+    if not parts["lost"] and not parts["unanswered"]:
+        return "good", "everything gradable here passed"
+    if not parts["lost"]:
+        return "partial", "every graded check passed; some questions are unanswered"
+    return "short", "some checks fell short"
+
+
 def render_summary(console: Console, report: Report) -> None:
     console.print()
     for ch in report.challenges:
@@ -121,18 +140,10 @@ def render_summary(console: Console, report: Report) -> None:
         detail = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         console.print(f"  {escape(ch.id):32} {_points(ch.score, ch.max_score):>10}   {detail}")
     parts = breakdown(report)
-    if report.ok:
-        verdict = "[green]all checks passed[/]"
-    elif not parts["lost"] and not parts["unanswered"]:
-        verdict = "[green]everything gradable here passed[/]"
-    elif not parts["lost"]:
-        verdict = "[yellow]every graded check passed; some questions are unanswered[/]"
-    else:
-        verdict = "[red]some checks fell short[/]"
-    split = [f"{parts[k]:g} {label}" for k, label in (("deferred", "deferred to official grading"),
-                                                       ("unanswered", "unanswered"), ("lost", "lost"))
-             if parts[k] > 0]
-    console.print(f"[bold]total {_points(report.score, report.max_score)}[/] · {verdict} · "
+    tone, words = verdict(report, parts)
+    colour = {"good": "green", "partial": "yellow", "short": "red"}[tone]
+    split = [f"{parts[k]:g} {label}" for k, label in BREAKDOWN_LABELS[1:] if parts[k] > 0]
+    console.print(f"[bold]total {_points(report.score, report.max_score)}[/] · [{colour}]{words}[/] · "
                   + (f"{' · '.join(split)} · " if split else "") + f"{report.duration_s:.1f} s")
     for note in report.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from validator import checks
-from validator.checks.common import match_parameters, probe_case, probe_dims
+from validator.checks.common import (match_parameters, naming_advice, probe_case, probe_dims,
+                                     unmatched_parameters)
 from validator.context import (CheckErrored, CheckFailed, CheckSkipped, Context, GraderFailure,
                                ReferenceUnavailable, format_exception)
 from validator.questions import grade_question
@@ -34,23 +35,48 @@ def load_reference(path: Path) -> dict[str, Any]:
 
 
 def reproduce_command(challenge: str, check: str, seed: int, student: str | None, device: str | None = None,
-                      profile: str | None = None) -> str:
-    """A command that replays one check: same student file, seed, profile and device, safe to paste."""
+                      profile: str | None = None, map_arg: str | None = None) -> str:
+    """A command that replays one check: same student file (or package and map), seed, profile and device."""
     from shlex import quote
 
     cmd = f"validator submit-build --challenge {challenge} --check {check} --seed {seed}"
     return (cmd + (f" --student {quote(str(student))}" if student else "")
+            + (f" --map {quote(str(map_arg))}" if map_arg else "")
             + (f" --profile {quote(profile)}" if profile else "") + (f" --device {quote(device)}" if device else ""))
+
+
+def _package_problem(ctx: Context) -> str | None:
+    """Why an entry of this challenge cannot be reached in the student's package (not mapped, not importable)."""
+    unmapped = ctx.package.unmapped.get(ctx.challenge.id, {})
+    if unmapped:
+        return "; ".join(unmapped.values()) + ": every check of this challenge needs it"
+    errors = ctx.worker.load().get("entry_errors") or {}
+    for name in ctx.challenge.entries:
+        info = errors.get(f"{ctx.challenge.id}.{name}")
+        if info:
+            target = ctx.target(name)
+            said = format_exception({"stage": "import", "exception": info}, "").replace("import raised", "")
+            return (f"{target.label} ({ctx.challenge.id}.{name}, in {target.file}) could not be loaded:"
+                    f"{said.replace(': :', ':')}")
+    return None
 
 
 def _probe(ctx: Context) -> str | None:
     """Describe the entries and match parameters; return a problem that stops the challenge, if any."""
     names = list(ctx.challenge.entries)
-    reply = ctx.worker.request({"op": "describe", "names": names}, 30, "inspecting layers.py")
-    ctx.entries = reply.get("entries", {})
+    if ctx.package is not None:
+        problem = _package_problem(ctx)
+        if problem:
+            return problem
+    asked = [f"{ctx.challenge.id}.{n}" for n in names] if ctx.package is not None else names
+    reply = ctx.worker.request({"op": "describe", "names": asked}, 30,
+                               "inspecting your package" if ctx.package is not None else "inspecting layers.py")
+    described = reply.get("entries", {})
+    ctx.entries = {n: described.get(a, {}) for n, a in zip(names, asked)}
     missing = [n for n in names if not ctx.entries.get(n, {}).get("exists")]
     if missing:
-        return f"layers.py defines no {', '.join(missing)}: every check of this challenge needs it"
+        where = "your package" if ctx.package is not None else "layers.py"
+        return f"{where} defines no {', '.join(ctx.label(n) for n in missing)}: every check of this challenge needs it"
     for name, entry in ctx.challenge.entries.items():
         if entry.kind != "module" or not entry.parameters:
             continue
@@ -61,8 +87,12 @@ def _probe(ctx: Context) -> str | None:
             ctx.param_maps[name] = None
             continue
         expected = ctx.expected_parameters(entry, probe_dims(ctx))
-        mapping, _ = match_parameters(expected, result["structure"]["parameters"])
+        found = result["structure"]["parameters"]
+        mapping, _ = match_parameters(expected, found, ctx.explicit_parameters(name))
         ctx.param_maps[name] = mapping
+        if mapping is None:
+            ctx.param_problems[name] = unmatched_parameters(expected, found, ctx.explicit_parameters(name),
+                                                            naming_advice(ctx, name))
     return None
 
 
@@ -127,7 +157,8 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
     score = check.points if status == "passed" else 0.0
     return CheckResult(status=status, score=score, message=message, review=review,
                        reproduce=None if status == "passed" else
-                       reproduce_command(ctx.challenge.id, check.id, ctx.seed, student_arg, ctx.device, ctx.profile),
+                       reproduce_command(ctx.challenge.id, check.id, ctx.seed, student_arg, ctx.device, ctx.profile,
+                                         ctx.package.map_arg if ctx.package is not None else None),
                        duration_s=round(time.perf_counter() - started, 3), **base)
 
 
@@ -150,12 +181,16 @@ def grade_challenge(challenge: Challenge, *, worker: Worker, reference: dict[str
                     answers: dict[str, Any], key: dict[str, Any] | None, only_checks: set[str] | None = None,
                     student_arg: str | None = None, timeout: float | None = None, on_check: Callable[[CheckResult], None] | None = None,
                     frozen: Any = None, recorder: Any = None, device: str | None = None,
-                    profile: str | None = None) -> ChallengeResult:
-    """Grade one challenge. ``frozen`` replays reference results (handout); ``recorder`` records them."""
+                    profile: str | None = None, package: Any = None) -> ChallengeResult:
+    """Grade one challenge. ``frozen`` replays reference results (handout); ``recorder`` records them.
+    ``package`` (a validator.package.StudentPackage) grades a student's own package through its mapping."""
     result = ChallengeResult(id=challenge.id, title=challenge.title)
     ctx = Context(challenge=challenge, reference=reference or {}, worker=worker, student_file=student_file,
                   seed=seed, settings=settings, reference_file=reference_file, frozen=frozen, recorder=recorder,
-                  timeout_cap=timeout, device=device, profile=profile)
+                  timeout_cap=timeout, device=device, profile=profile, package=package)
+    if package is not None:
+        result.implementations = {name: f"{t.label} ({t.file})" for name in challenge.entries
+                                  if (t := ctx.target(name)) is not None}
     load = worker.load()
     problem = None
     if not load.get("ok"):

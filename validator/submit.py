@@ -127,22 +127,20 @@ def _submit_package(root: Path, *, started: float, console, challenges, student,
     if answers and not Path(answers).is_file():
         raise UsageError(f"--answers {answers}: no such file (leave --answers out to use answers.yaml at the "
                          "package root)")
-    worker = Worker(root)
+    catalogue = load_catalogue(challenges_dir or paths.challenges_dir())
+    try:  # before any process starts: a mapping that cannot be used is a usage error, with every problem named
+        package = load_package(root, catalogue, map_path=map_path, map_arg=map_path)
+    except MapError as exc:
+        raise UsageError("the package's mapping cannot be used:\n  " + "\n  ".join(exc.problems)) from None
+    wanted = list(challenges or []) or package.mapped_challenges(list(catalogue))
+    if not wanted:
+        raise UsageError(f"{package.map_name} maps no entry of any challenge: add lines like "
+                         '"token_embedding.Embedding" = "your_package.module:YourClass" under [tool.validator.map]')
+    selected = select_challenges(catalogue, wanted)
+    staged = package.stage()  # the bytes read and checked are the bytes imported, never the live folder's
+    worker = Worker(root, package=package.worker_request(staged))
     worker.start()
-    staged = None
     try:
-        catalogue = load_catalogue(challenges_dir or paths.challenges_dir())
-        try:
-            package = load_package(root, catalogue, map_path=map_path, map_arg=map_path)
-        except MapError as exc:
-            raise UsageError("the package's mapping cannot be used:\n  " + "\n  ".join(exc.problems)) from None
-        wanted = list(challenges or []) or package.mapped_challenges(list(catalogue))
-        if not wanted:
-            raise UsageError(f"{package.map_name} maps no entry of any challenge: add lines like "
-                             '"token_embedding.Embedding" = "your_package.module:YourClass" under [tool.validator.map]')
-        selected = select_challenges(catalogue, wanted)
-        staged = package.stage()  # the bytes read and checked are the bytes imported
-        worker.package = package.worker_request(staged)
         return _grade_and_report(worker, root, catalogue, selected, started=started, console=console,
                                  challenges=challenges, student=student, answers=answers, json_path=json_path,
                                  seed=seed, checks=checks, profile=profile, interactive=interactive, timeout=timeout,

@@ -29,7 +29,7 @@ class PositionTable(nn.Module):
         nn.init.normal_(self.pe, mean=0.0, std=0.02)
 
     def forward(self, x):
-        seq_len = x.shape[-2]
-        if seq_len > self.context_length:
-            raise ValueError(f"sequence length {seq_len} exceeds context_length {self.context_length}")
+        seq_len, limit = x.shape[-2], self.context_length
+        if seq_len > limit:
+            raise ValueError(f"sequence length {seq_len} exceeds the table's {limit} positions")
         return x + self.pe[:seq_len]

@@ -299,3 +299,19 @@ def test_batch_grades_a_package_submission_in_the_sandbox(tmp_path):
     assert checks(alice) == checks(bob) and set(checks(alice).values()) == {"passed"}
     assert alice["challenges"][0]["implementations"]["Embedding"].startswith("cs336_basics.model:MyEmbedding")
     assert carol["challenges"][0]["score"] == 0 and any("no module cs336_basics.x" in n for n in carol["notes"])
+
+
+def test_a_module_that_fails_to_import_costs_only_its_entries(tmp_path):
+    root = copy_package(tmp_path)
+    patch(root, "cs336_basics/model.py", "from .nn_utils import lookup_rows\n",
+          "from .nn_utils import lookup_rows\n\nraise ImportError('half-finished refactor')\n")
+    line = (root / "cs336_basics/model.py").read_text().splitlines().index("raise ImportError('half-finished refactor')") + 1
+    report = grade(root, challenges=["token_embedding", "embedding_functional"], seed=1, profile="quick",
+                   catalogue=catalogue(), package=load_package(root, catalogue()), checks=["signature"])
+    broken, fine = report.challenges
+    assert "cs336_basics.model:MyEmbedding (token_embedding.Embedding, in cs336_basics/model.py) could not be loaded" \
+        in broken.problem
+    assert f"cs336_basics/model.py:{line}" in broken.problem and "half-finished refactor" in broken.problem
+    assert broken.checks[0].status == "error"
+    assert fine.problem is None and fine.checks[0].status == "passed"
+    assert "lookup_rows" in fine.checks[0].message

@@ -193,20 +193,21 @@ def grade_challenge(challenge: Challenge, *, worker: Worker, reference: dict[str
                                   if (t := ctx.target(name)) is not None}
     load = worker.load()
     problem = None
+    what = "your package" if package is not None else "layers.py"
     if not load.get("ok"):
         info = load.get("exception") or {}
         if info.get("type") == "TimeoutError":
-            problem = f"importing layers.py did not finish in time: {info.get('message', '')}"
+            problem = f"importing {what} did not finish in time: {info.get('message', '')}"
         elif info.get("type") == "WorkerCrashed":
-            problem = f"the process importing layers.py died: {info.get('message', '')}"
+            problem = f"the process importing {what} died: {info.get('message', '')}"
         else:
-            problem = "layers.py could not be imported: " + format_exception({"stage": "import", "exception": info}, "")
+            problem = f"{what} could not be imported: " + format_exception({"stage": "import", "exception": info}, "")
             problem = problem.replace("import raised", "").replace(": :", ":")
     else:
         try:
             problem = _probe(ctx)
         except WorkerFailure as exc:
-            problem = f"inspecting layers.py failed: {exc}"
+            problem = f"inspecting {what} failed: {exc}"
     selected = [c for c in challenge.checks if not only_checks or c.id in only_checks]
     done: dict[str, CheckResult] = {}
     for check in selected:

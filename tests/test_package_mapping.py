@@ -315,3 +315,82 @@ def test_a_module_that_fails_to_import_costs_only_its_entries(tmp_path):
     assert broken.checks[0].status == "error"
     assert fine.problem is None and fine.checks[0].status == "passed"
     assert "lookup_rows" in fine.checks[0].message
+
+
+TIED_SPEC = """
+id: two_proj
+title: Two projections of the same shape
+entries:
+  TwoProj:
+    kind: module
+    init: [d]
+    call: [x]
+    parameters:
+      q.weight: [d, d]
+      k.weight: [d, d]
+dims:
+  d: [2, 5]
+inputs:
+  x: {type: float, shape: ["...", d]}
+checks:
+  - {id: parameters, kind: structure, test: parameters, points: 1}
+  - {id: matches_reference, kind: values, test: values, points: 1, max_examples: 3}
+"""
+
+TIED_REFERENCE = """
+from torch import nn
+
+
+class TwoProj(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.q = nn.Linear(d, d, bias=False)
+        self.k = nn.Linear(d, d, bias=False)
+
+    def forward(self, x):
+        return self.q(x) + 2 * self.k(x)
+"""
+
+TIED_STUDENT = """
+from torch import nn
+
+
+class Mine(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.wa = nn.Linear(width, width, bias=False)
+        self.wb = nn.Linear(width, width, bias=False)
+
+    def forward(self, x):
+        return self.wa(x) + 2 * self.wb(x)
+"""
+
+
+@pytest.mark.parametrize("table, statuses", [
+    ("", {"parameters": "failed", "matches_reference": "error"}),
+    ('"q.weight" = "wa.weight"\n"k.weight" = "wb.weight"\n', {"parameters": "passed", "matches_reference": "passed"}),
+    ('"q.weight" = "wb.weight"\n"k.weight" = "wa.weight"\n', {"parameters": "passed", "matches_reference": "failed"}),
+])
+def test_tied_shapes_need_the_parameters_table(tmp_path, table, statuses):
+    from validator.spec import load_catalogue
+
+    specs, ref, root = tmp_path / "challenges", tmp_path / "reference", tmp_path / "pkg"
+    for folder in (specs, ref, root / "proj"):
+        folder.mkdir(parents=True)
+    (specs / "two_proj.yaml").write_text(TIED_SPEC)
+    (ref / "layers.py").write_text(TIED_REFERENCE)
+    (ref / "answer_key.yaml").write_text("{}\n")
+    (root / "proj" / "__init__.py").write_text("")
+    (root / "proj" / "mod.py").write_text(TIED_STUDENT)
+    (root / "pyproject.toml").write_text('[tool.validator.map]\n"two_proj.TwoProj" = "proj.mod:Mine"\n'
+                                         + (f'[tool.validator.parameters."two_proj.TwoProj"]\n{table}' if table else ""))
+    cat = load_catalogue(specs)
+    report = grade(root, seed=1, profile="quick", catalogue=cat, challenges_dir=specs, reference_dir=ref,
+                   package=load_package(root, cat))
+    got = {c.id: c for c in report.challenges[0].checks}
+    assert {k: c.status for k, c in got.items()} == statuses, {k: c.message for k, c in got.items()}
+    if not table:
+        said = got["parameters"].message
+        assert "2 of your parameters have the shape (3, 3) of the contract's 'q.weight' (wa.weight, wb.weight)" in said
+        assert '[tool.validator.parameters."two_proj.TwoProj"] with "q.weight" = "wa.weight"' in said
+        assert "cannot tell which one" in got["matches_reference"].message

@@ -95,6 +95,8 @@ class Context:
     package: Any = None
     # Why an entry's parameters could not be matched to the contract's (a tie of shapes, ...), by entry.
     param_problems: dict[str, str] = field(default_factory=dict)
+    # Entries whose parameters tie in shape with nothing to tell them apart: no test weights can be loaded.
+    ambiguous: set[str] = field(default_factory=set)
 
     # -- a student's package -------------------------------------------------
     def target(self, entry_name: str):
@@ -155,6 +157,9 @@ class Context:
 
     def for_student(self, call: dict) -> dict:
         """Rename expected parameter names to the student's (matched by name or shape)."""
+        if call.get("state") and call["entry"] in self.ambiguous:
+            raise CheckErrored(f"the grader cannot load its test weights into {self.label(call['entry'])}: "
+                               f"{self.param_problems.get(call['entry'], '')}")
         mapping = self.param_maps.get(call["entry"]) or {}
         if self.device is not None and "device" not in call:  # a call may pin its device (timing does)
             call = dict(call, device=self.device)

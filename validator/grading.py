@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from validator import checks
 from validator.checks.common import (match_parameters, naming_advice, probe_case, probe_dims,
-                                     unmatched_parameters)
+                                     tied_parameters, unmatched_parameters)
 from validator.context import (CheckErrored, CheckFailed, CheckSkipped, Context, GraderFailure,
                                ReferenceUnavailable, format_exception)
 from validator.questions import grade_question
@@ -93,6 +93,8 @@ def _probe(ctx: Context) -> str | None:
         if mapping is None:
             ctx.param_problems[name] = unmatched_parameters(expected, found, ctx.explicit_parameters(name),
                                                             naming_advice(ctx, name))
+            if tied_parameters(expected, found, ctx.explicit_parameters(name)) is not None:
+                ctx.ambiguous.add(name)  # loading test weights by the contract's names would silently skip them
     return None
 
 

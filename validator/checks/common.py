@@ -125,6 +125,23 @@ def unmatched_parameters(expected: dict[str, tuple[int, ...]], found: list[dict]
         if name in expected and theirs not in by_name:
             return (f"your mapping names {theirs!r} as the contract's {name!r}, but your layer registers no parameter "
                     f"{theirs!r} (it has: {', '.join(by_name) or 'none'})")
+    tie = tied_parameters(expected, found, explicit)
+    if tie is not None:
+        name, candidates = tie
+        return (f"{len(candidates)} of your parameters have the shape {expected[name]} of the contract's {name!r} "
+                f"({', '.join(candidates)}), so the grader cannot tell which one it is: {advice(name, candidates)}")
+    for name, shape in expected.items():
+        if name not in by_name and (explicit or {}).get(name) not in by_name and \
+                not any(tuple(p["shape"]) == shape for p in found):
+            shapes = ", ".join(f"{p['name']} {tuple(p['shape'])}" for p in found) or "none"
+            return f"your layer registers no parameter of shape {shape} for the contract's {name!r} (it has: {shapes})"
+    return "your layer's parameters could not be matched to the contract's"
+
+
+def tied_parameters(expected: dict[str, tuple[int, ...]], found: list[dict],
+                    explicit: dict[str, str] | None = None) -> tuple[str, list[str]] | None:
+    """The first contract parameter that several unclaimed parameters of the student's could be, and those."""
+    by_name = {p["name"]: p for p in found}
     taken = {t for n, t in (explicit or {}).items() if n in expected and t in by_name}
     taken |= {n for n, shape in expected.items() if n in by_name and tuple(by_name[n]["shape"]) == shape}
     for name, shape in expected.items():
@@ -132,14 +149,9 @@ def unmatched_parameters(expected: dict[str, tuple[int, ...]], found: list[dict]
             continue
         candidates = [p["name"] for p in found if tuple(p["shape"]) == shape and p["name"] not in taken]
         if len(candidates) > 1:
-            return (f"{len(candidates)} of your parameters have the shape {shape} of the contract's {name!r} "
-                    f"({', '.join(candidates)}), so the grader cannot tell which one it is: {advice(name, candidates)}")
-        if len(candidates) == 1:
-            taken.add(candidates[0])
-            continue
-        shapes = ", ".join(f"{p['name']} {tuple(p['shape'])}" for p in found) or "none"
-        return f"your layer registers no parameter of shape {shape} for the contract's {name!r} (it has: {shapes})"
-    return "your layer's parameters could not be matched to the contract's"
+            return name, candidates
+        taken.update(candidates)
+    return None
 
 
 def naming_advice(ctx: Context, entry_name: str):
@@ -165,5 +177,5 @@ def fail(message: str) -> None:
     raise CheckFailed(message)
 
 
-__all__ = ["probe_dims", "probe_case", "entry_of", "run_student", "match_parameters", "unmatched_parameters", "naming_advice",
+__all__ = ["probe_dims", "probe_case", "entry_of", "run_student", "match_parameters", "unmatched_parameters", "tied_parameters", "naming_advice",
            "random_like", "dtype_of", "fail", "CheckFailed", "CheckErrored", "Any"]

@@ -394,3 +394,16 @@ def test_tied_shapes_need_the_parameters_table(tmp_path, table, statuses):
         assert "2 of your parameters have the shape (3, 3) of the contract's 'q.weight' (wa.weight, wb.weight)" in said
         assert '[tool.validator.parameters."two_proj.TwoProj"] with "q.weight" = "wa.weight"' in said
         assert "cannot tell which one" in got["matches_reference"].message
+
+
+def test_signature_in_place_needs_the_contracts_positions_not_its_names(tmp_path):
+    root = copy_package(tmp_path)
+    patch(root, "cs336_basics/model.py", "def __init__(self, vocab_size, d_model, device=None, dtype=None):",
+          "def __init__(self, vocab_size, d_model, *, device=None):")
+    report = grade(root, challenges=["token_embedding"], seed=1, profile="quick", catalogue=catalogue(),
+                   package=load_package(root, catalogue()), checks=["signature"])
+    check = report.challenges[0].checks[0]
+    assert check.status == "failed"
+    assert "cs336_basics.model:MyEmbedding" in check.message
+    assert "takes 2 argument(s) by position, but the contract passes 4 (num_embeddings, embedding_dim, device, dtype)" \
+        in check.message

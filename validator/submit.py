@@ -76,7 +76,9 @@ def submit_build(*, challenges: Sequence[str] | None = None, student: str | None
                                reference_dir=reference_dir, device=device, map_path=map_path)
     student_file = paths.student_file(student)
     if not student_file.exists():
-        raise UsageError(f"no student file at {student_file} (pass --student PATH to a layers.py or its folder)")
+        raise UsageError(f"no student file at {student_file} (pass --student PATH to a layers.py or its folder, or "
+                         "to the root of your own package with a [tool.validator.map] table in its pyproject.toml or "
+                         "a --map file: see docs/packages.md)")
     if student_file.suffix != ".py" or (not student_file.is_file() and not student_file.is_symlink()):
         raise UsageError(f"--student {student}: {student_file} is not a Python file (pass a layers.py or the "
                          "folder that holds one)")

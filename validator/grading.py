@@ -93,8 +93,10 @@ def _probe(ctx: Context) -> str | None:
         if mapping is None:
             ctx.param_problems[name] = unmatched_parameters(expected, found, ctx.explicit_parameters(name),
                                                             naming_advice(ctx, name))
-            if tied_parameters(expected, found, ctx.explicit_parameters(name)) is not None:
-                ctx.ambiguous.add(name)  # loading test weights by the contract's names would silently skip them
+            if ctx.target(name) is not None and tied_parameters(expected, found, ctx.explicit_parameters(name)):
+                # in a package, loading test weights by the contract's names would silently skip them; the
+                # mapping's parameters table is the remedy (layers.py keeps its behaviour: rename them)
+                ctx.ambiguous.add(name)
     return None
 
 

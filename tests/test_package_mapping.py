@@ -407,3 +407,27 @@ def test_signature_in_place_needs_the_contracts_positions_not_its_names(tmp_path
     assert "cs336_basics.model:MyEmbedding" in check.message
     assert "takes 2 argument(s) by position, but the contract passes 4 (num_embeddings, embedding_dim, device, dtype)" \
         in check.message
+
+
+def test_package_files_are_read_under_the_intake_bounds(tmp_path):
+    import os
+
+    from validator import package as package_module
+
+    root = copy_package(tmp_path)
+    os.symlink("/etc/passwd", root / "cs336_basics" / "linked.py")
+    os.symlink(root / "cs336_basics", root / "alias")
+    (root / ".venv").mkdir()
+    (root / ".venv" / "huge.py").write_text("x = 1\n")
+    files, data, problems = package_module.read_files(root)
+    assert problems == [] and "cs336_basics/linked.py" not in data and not any(r.startswith(("alias/", ".venv/")) for r in data)
+    (root / "cs336_basics" / "big.py").write_bytes(b"#" * ((1 << 20) + 1))
+    with pytest.raises(MapError, match="cs336_basics/big.py is larger than 1 MiB"):
+        load_package(root, catalogue())
+    (root / "cs336_basics" / "big.py").unlink()
+    many = root / "many"
+    many.mkdir()
+    for i in range(package_module.MAX_PACKAGE_FILES):
+        (many / f"m{i}.py").write_text("")
+    with pytest.raises(MapError, match=f"more than {package_module.MAX_PACKAGE_FILES} Python files"):
+        load_package(root, catalogue())

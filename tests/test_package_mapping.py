@@ -431,3 +431,23 @@ def test_package_files_are_read_under_the_intake_bounds(tmp_path):
         (many / f"m{i}.py").write_text("")
     with pytest.raises(MapError, match=f"more than {package_module.MAX_PACKAGE_FILES} Python files"):
         load_package(root, catalogue())
+
+
+@pytest.mark.thorough
+def test_pytest_plugin_grades_a_package_in_place(tmp_path):
+    import subprocess
+    import sys
+    import xml.etree.ElementTree as ET
+
+    root = copy_package(tmp_path)
+    patch(root, "cs336_basics/model.py", "a=-3.0, b=3.0", "a=-2.0, b=2.0")
+    xml = tmp_path / "junit.xml"
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--validator", "--validator-student", str(root),
+           "--validator-challenge", "token_embedding", "--validator-seed", "5", "--validator-profile", "quick",
+           f"--junitxml={xml}", "-q", "-o", "addopts=", "-k", "init_distribution or parameters or signature"]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    failed = {case.get("name").split("::")[-1] for case in ET.parse(xml).getroot().iter("testcase")
+              if case.find("failure") is not None or case.find("error") is not None}
+    assert failed == {"init_distribution"}
+    assert f"--student {root}" in proc.stdout

@@ -451,3 +451,22 @@ def test_pytest_plugin_grades_a_package_in_place(tmp_path):
               if case.find("failure") is not None or case.find("error") is not None}
     assert failed == {"init_distribution"}
     assert f"--student {root}" in proc.stdout
+
+
+def test_unmapped_entries_fall_back_to_default_then_layers_py(tmp_path):
+    root = copy_package(tmp_path)
+    (root / "cs336_basics" / "layers.py").write_text("from .nn_utils import lookup_rows as embedding\n")
+    (root / "pyproject.toml").write_text('[tool.validator]\ndefault = "cs336_basics.layers"\n'
+                                         '[tool.validator.map]\n"token_embedding.Embedding" = "cs336_basics.model:MyEmbedding"\n')
+    package = load_package(root, catalogue())
+    fallback = package.target("embedding_functional", "embedding")
+    assert (fallback.label, fallback.file, fallback.key) == ("cs336_basics.layers:embedding", "cs336_basics/layers.py", "")
+    assert "(it is not defined in cs336_basics.layers)" in package.unmapped["tied_lm_head"]["TiedEmbeddingLM"]
+    (root / "pyproject.toml").write_text('[tool.validator]\ndefault = "cs336_basics.layer"\n')
+    with pytest.raises(MapError, match="tool.validator.default = 'cs336_basics.layer': no module cs336_basics.layer"):
+        load_package(root, catalogue())
+    (root / "pyproject.toml").write_text("[tool.validator.map]\n")
+    (root / "layers.py").write_text("def embedding(token_ids, weight):\n    return weight[token_ids]\n")
+    package = load_package(root, catalogue())
+    assert package.target("embedding_functional", "embedding").label == "layers:embedding"
+    assert package.mapped_challenges(list(catalogue())) == ["embedding_functional"]

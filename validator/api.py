@@ -60,7 +60,7 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
           catalogue: dict[str, Challenge] | None = None, student_arg: str | None = None,
           timeout: float | None = None, on_challenge: Callable[[ChallengeResult], None] | None = None,
           reference_mode: str = "auto", reference: ReferenceSide | None = None,
-          device: str | None = None, jobs: int = 1) -> Report:
+          device: str | None = None, jobs: int = 1, package: Any = None) -> Report:
     """Grade ``student_file`` on the selected challenges and return the plain-data report.
 
     ``reference_mode``: ``"live"`` runs reference/layers.py, ``"frozen"`` replays the results that
@@ -70,13 +70,21 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
     ``device`` (e.g. ``"cuda"``) runs the student's layers there; the reference stays on the CPU.
     ``jobs`` > 1 grades challenges in that many forked graders, each with its own worker (the CPU only:
     a CUDA context does not survive a fork); results and ``on_challenge`` keep the catalogue order.
+    ``package`` (a :class:`validator.package.StudentPackage`, see :func:`validator.package.load_package`)
+    grades a student's own package through its mapping; ``student_file`` is then its root. A worker
+    passed in must have been made for it (:meth:`StudentPackage.worker_request`).
     """
+    import shutil
     import time
 
     started = time.perf_counter()
     check_device(device)
     student_file = Path(student_file)
     own_worker = worker is None
+    staged = None
+    if own_worker and package is not None:
+        staged = package.stage()  # the worker imports the bytes that were read and scanned, never the live folder
+        worker = Worker(student_file, package=package.worker_request(staged))
     worker = worker or Worker(student_file)
     worker.start()
     try:
@@ -106,7 +114,7 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
                                    answers=(answers or {}).get(ch.id, {}),
                                    key=None if key_all is None else key_all.get(ch.id, {}),
                                    only_checks=set(checks) if checks else None, student_arg=student_arg,
-                                   timeout=timeout, device=device, profile=profile)
+                                   timeout=timeout, device=device, profile=profile, package=package)
         try:
             results = grade_all(selected, worker=worker, jobs=1 if device else jobs, grade_one=grade_one,
                                 on_challenge=on_challenge)
@@ -117,6 +125,8 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
     finally:
         if own_worker:
             worker.close()
+        if staged is not None:
+            shutil.rmtree(staged, ignore_errors=True)
 
 
 def _frozen_reference(challenges_dir: Path, selected: Sequence[Challenge], seed: int, profile: str,

@@ -18,7 +18,12 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     sb = sub.add_parser("submit-build", help="grade your student/layers.py and print the report")
     sb.add_argument("--challenge", action="append", dest="challenges", metavar="ID",
                     help="grade only this challenge (repeatable); default: all")
-    sb.add_argument("--student", metavar="PATH", help="a layers.py file or a directory holding one")
+    sb.add_argument("--student", metavar="PATH",
+                    help="a layers.py file, a directory holding one, or the root of your own package (graded "
+                         "through the [tool.validator.map] table of its pyproject.toml, or --map)")
+    sb.add_argument("--map", dest="map_path", metavar="PATH",
+                    help="a TOML file saying which class or function of your package implements each entry "
+                         "(the tables of [tool.validator]); --student is then your package's root")
     sb.add_argument("--answers", metavar="PATH", help="answers YAML (default: answers.yaml beside layers.py)")
     sb.add_argument("--json", dest="json_path", metavar="PATH", help="also write the report as JSON")
     sb.add_argument("--html", dest="html_path", metavar="PATH",

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from validator import checks
-from validator.checks.common import match_parameters, probe_case, probe_dims
+from validator.checks.common import (match_parameters, naming_advice, probe_case, probe_dims,
+                                     tied_parameters, unmatched_parameters)
 from validator.context import (CheckErrored, CheckFailed, CheckSkipped, Context, GraderFailure,
                                ReferenceUnavailable, format_exception)
 from validator.questions import grade_question
@@ -24,23 +25,48 @@ from validator.worker.client import Worker, WorkerFailure
 
 
 def reproduce_command(challenge: str, check: str, seed: int, student: str | None, device: str | None = None,
-                      profile: str | None = None) -> str:
-    """A command that replays one check: same student file, seed, profile and device, safe to paste."""
+                      profile: str | None = None, map_arg: str | None = None) -> str:
+    """A command that replays one check: same student file (or package and map), seed, profile and device."""
     from shlex import quote
 
     cmd = f"validator submit-build --challenge {challenge} --check {check} --seed {seed}"
     return (cmd + (f" --student {quote(str(student))}" if student else "")
+            + (f" --map {quote(str(map_arg))}" if map_arg else "")
             + (f" --profile {quote(profile)}" if profile else "") + (f" --device {quote(device)}" if device else ""))
+
+
+def _package_problem(ctx: Context) -> str | None:
+    """Why an entry of this challenge cannot be reached in the student's package (not mapped, not importable)."""
+    unmapped = ctx.package.unmapped.get(ctx.challenge.id, {})
+    if unmapped:
+        return "; ".join(unmapped.values()) + ": every check of this challenge needs it"
+    errors = ctx.worker.load().get("entry_errors") or {}
+    for name in ctx.challenge.entries:
+        info = errors.get(f"{ctx.challenge.id}.{name}")
+        if info:
+            target = ctx.target(name)
+            said = format_exception({"stage": "import", "exception": info}, "").replace("import raised", "")
+            return (f"{target.label} ({ctx.challenge.id}.{name}, in {target.file}) could not be loaded:"
+                    f"{said.replace(': :', ':')}")
+    return None
 
 
 def _probe(ctx: Context) -> str | None:
     """Describe the entries and match parameters; return a problem that stops the challenge, if any."""
     names = list(ctx.challenge.entries)
-    reply = ctx.worker.request({"op": "describe", "names": names}, 30, "inspecting layers.py")
-    ctx.entries = reply.get("entries", {})
+    if ctx.package is not None:
+        problem = _package_problem(ctx)
+        if problem:
+            return problem
+    asked = [f"{ctx.challenge.id}.{n}" for n in names] if ctx.package is not None else names
+    reply = ctx.worker.request({"op": "describe", "names": asked}, 30,
+                               "inspecting your package" if ctx.package is not None else "inspecting layers.py")
+    described = reply.get("entries", {})
+    ctx.entries = {n: described.get(a, {}) for n, a in zip(names, asked)}
     missing = [n for n in names if not ctx.entries.get(n, {}).get("exists")]
     if missing:
-        return f"layers.py defines no {', '.join(missing)}: every check of this challenge needs it"
+        where = "your package" if ctx.package is not None else "layers.py"
+        return f"{where} defines no {', '.join(ctx.label(n) for n in missing)}: every check of this challenge needs it"
     for name, entry in ctx.challenge.entries.items():
         if entry.kind != "module" or not entry.parameters:
             continue
@@ -51,8 +77,16 @@ def _probe(ctx: Context) -> str | None:
             ctx.param_maps[name] = None
             continue
         expected = ctx.expected_parameters(entry, probe_dims(ctx))
-        mapping, _ = match_parameters(expected, result["structure"]["parameters"])
+        found = result["structure"]["parameters"]
+        mapping, _ = match_parameters(expected, found, ctx.explicit_parameters(name))
         ctx.param_maps[name] = mapping
+        if mapping is None:
+            ctx.param_problems[name] = unmatched_parameters(expected, found, ctx.explicit_parameters(name),
+                                                            naming_advice(ctx, name))
+            if ctx.target(name) is not None and tied_parameters(expected, found, ctx.explicit_parameters(name)):
+                # in a package, loading test weights by the contract's names would silently skip them; the
+                # mapping's parameters table is the remedy (layers.py keeps its behaviour: rename them)
+                ctx.ambiguous.add(name)
     return None
 
 
@@ -103,7 +137,8 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
     score = check.points if status == "passed" else 0.0
     return CheckResult(status=status, score=score, message=message, review=review, figures=figures,
                        reproduce=None if status == "passed" else
-                       reproduce_command(ctx.challenge.id, check.id, ctx.seed, student_arg, ctx.device, ctx.profile),
+                       reproduce_command(ctx.challenge.id, check.id, ctx.seed, student_arg, ctx.device, ctx.profile,
+                                         ctx.package.map_arg if ctx.package is not None else None),
                        duration_s=round(time.perf_counter() - started, 3), **base)
 
 
@@ -125,27 +160,33 @@ def grade_challenge(challenge: Challenge, *, worker: Worker, ref: ReferenceSide,
                     settings,
                     answers: dict[str, Any], key: dict[str, Any] | None, only_checks: set[str] | None = None,
                     student_arg: str | None = None, timeout: float | None = None, on_check: Callable[[CheckResult], None] | None = None,
-                    device: str | None = None, profile: str | None = None) -> ChallengeResult:
-    """Grade one challenge; ``ref`` answers for the reference (live, recording or frozen)."""
+                    device: str | None = None, profile: str | None = None,
+                    package: Any = None) -> ChallengeResult:
+    """Grade one challenge; ``ref`` answers for the reference (live, recording or frozen).
+    ``package`` (a validator.package.StudentPackage) grades a student's own package through its mapping."""
     result = ChallengeResult(id=challenge.id, title=challenge.title)
     ctx = Context(challenge=challenge, ref=ref, worker=worker, student_file=student_file, seed=seed,
-                  settings=settings, timeout_cap=timeout, device=device, profile=profile)
+                  settings=settings, timeout_cap=timeout, device=device, profile=profile, package=package)
+    if package is not None:
+        result.implementations = {name: f"{t.label} ({t.file})" for name in challenge.entries
+                                  if (t := ctx.target(name)) is not None}
     load = worker.load()
     problem = None
+    what = "your package" if package is not None else "layers.py"
     if not load.get("ok"):
         info = load.get("exception") or {}
         if info.get("type") == "TimeoutError":
-            problem = f"importing layers.py did not finish in time: {info.get('message', '')}"
+            problem = f"importing {what} did not finish in time: {info.get('message', '')}"
         elif info.get("type") == "WorkerCrashed":
-            problem = f"the process importing layers.py died: {info.get('message', '')}"
+            problem = f"the process importing {what} died: {info.get('message', '')}"
         else:
-            problem = "layers.py could not be imported: " + format_exception({"stage": "import", "exception": info}, "")
+            problem = f"{what} could not be imported: " + format_exception({"stage": "import", "exception": info}, "")
             problem = problem.replace("import raised", "").replace(": :", ":")
     else:
         try:
             problem = _probe(ctx)
         except WorkerFailure as exc:
-            problem = f"inspecting layers.py failed: {exc}"
+            problem = f"inspecting {what} failed: {exc}"
     selected = [c for c in challenge.checks if not only_checks or c.id in only_checks]
     done: dict[str, CheckResult] = {}
     for check in selected:

@@ -102,6 +102,8 @@ class ChallengeResult:
     title: str
     checks: list[CheckResult] = field(default_factory=list)
     problem: str | None = None  # a message that concerns the whole challenge (import error, ...)
+    # A student's package graded in place: entry -> "module:attr (file)" that implements it; empty for layers.py.
+    implementations: dict[str, str] = field(default_factory=dict)
 
     @property
     def score(self) -> float:
@@ -121,9 +123,12 @@ class ChallengeResult:
         return [f"{c.id}: {r}" for c in self.checks for r in c.review]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "title": self.title, "score": self.score,
-                "max_score": self.max_score, "problem": self.problem, "review": self.review,
-                "checks": [c.to_dict() for c in self.checks]}
+        out = {"id": self.id, "title": self.title, "score": self.score,
+               "max_score": self.max_score, "problem": self.problem, "review": self.review,
+               "checks": [c.to_dict() for c in self.checks]}
+        if self.implementations:  # only for a package graded in place
+            out["implementations"] = dict(self.implementations)
+        return out
 
 
 @dataclass

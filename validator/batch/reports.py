@@ -18,7 +18,8 @@ def report_from_dict(data: dict[str, Any]) -> Report:
         checks = [CheckResult(**{k: c[k] for k in _CHECK_FIELDS if k in c}, figures=_figures(c))
                   for c in ch.get("checks", [])]
         challenges.append(ChallengeResult(id=ch["id"], title=ch.get("title", ch["id"]), checks=checks,
-                                          problem=ch.get("problem")))
+                                          problem=ch.get("problem"),
+                                          implementations=dict(ch.get("implementations") or {})))
     return Report(challenges=challenges, seed=int(data.get("seed", 0)), student=str(data.get("student", "")),
                   profile=str(data.get("profile", "")), duration_s=float(data.get("duration_s", 0.0)),
                   notes=list(data.get("notes", [])))

@@ -10,7 +10,7 @@ from validator.cases import case_strategy
 from validator.checks import Params, for_all, register
 from validator.checks.common import CheckFailed, entry_of, run_student
 from validator.context import Context
-from validator.integrity import CONSTRUCTS, Finding, Unreadable, scan_source, scan_submission
+from validator.integrity import CONSTRUCTS, Finding, Unreadable, scan_package, scan_source, scan_submission
 from validator.spec.schema import CheckSpec
 
 
@@ -37,8 +37,12 @@ class SourceParams(Params):
 
 
 def _findings(ctx: Context, banned: list[str]) -> list[Finding]:
+    allow = set(ctx.challenge.forbidden.integrity.allow)
     try:
-        return scan_submission(ctx.student_file, banned, set(ctx.challenge.forbidden.integrity.allow))
+        if ctx.package is not None:  # the mapped modules, their packages' __init__.py, what they import from it
+            modules = [t.module for name in ctx.challenge.entries if (t := ctx.target(name)) is not None]
+            return scan_package(ctx.package.data, modules, banned, allow)
+        return scan_submission(ctx.student_file, banned, allow)
     except Unreadable as exc:
         raise CheckFailed(f"{exc}: the source cannot be checked") from None
 

@@ -6,7 +6,7 @@ from typing import Optional
 
 from validator.checks import Params, register
 from validator.checks.common import (CheckFailed, entry_of, match_parameters, probe_case, probe_dims,
-                                     run_student)
+                                     naming_advice, run_student, unmatched_parameters)
 from validator.context import Context
 from validator.spec.schema import CheckSpec
 
@@ -22,12 +22,13 @@ class SignatureParams(Params):
 def signature(ctx: Context, check: CheckSpec, p: SignatureParams) -> str:
     name, entry = entry_of(ctx, check)
     info = ctx.entries.get(name) or {}
+    label = ctx.label(name)
     if not info.get("exists"):
         raise CheckFailed(f"layers.py defines no {name!r}; the challenge expects {_KIND_WORDS[entry.kind]} with that name")
     ok_kind = {"module": info.get("is_module_class"), "autograd_function": info.get("is_autograd_function"),
                "function": info.get("callable") and not info.get("is_class")}[entry.kind]
     if not ok_kind:
-        raise CheckFailed(f"{name} is a {info.get('type')}, expected {_KIND_WORDS[entry.kind]}")
+        raise CheckFailed(f"{label} is a {info.get('type')}, expected {_KIND_WORDS[entry.kind]}")
     expected = p.names
     if expected is None:
         expected = [a for a in entry.init if isinstance(a, str)] + entry.accepts if entry.kind == "module" \
@@ -37,11 +38,34 @@ def signature(ctx: Context, check: CheckSpec, p: SignatureParams) -> str:
         return "signature could not be inspected; calls will tell"
     if entry.kind == "autograd_function":
         got = got[: len(expected)]
+    if ctx.target(name) is not None and list(got[: len(expected)]) != list(expected):
+        return _positional_signature(ctx, check, name, entry, info, expected)
     if list(got[: len(expected)]) != list(expected):
         raise CheckFailed(f"{name}{info.get('signature')} does not match the contract: expected parameters "
                           f"({', '.join(expected)}), in that order")
     _not_a_stub(ctx, check, name, entry)
-    return f"{name}{info.get('signature')}"
+    return f"{label}{info.get('signature')}"
+
+
+def _positional_signature(ctx: Context, check: CheckSpec, name: str, entry, info: dict, expected: list[str]) -> str:
+    """In a student's own package names may differ: the contract's arguments must fit by position.
+
+    The worker passes the contract's positional arguments by position and each keyword
+    (``device=``, ``dtype=``, options) by name where the signature has that name, else at
+    its position in the contract (see :func:`validator.runner.bind_by_position`).
+    """
+    label = ctx.label(name)
+    got = info.get("parameters") or []
+    takes = info.get("positional")
+    if takes is None:  # an older worker's description: every named parameter counts
+        takes = len(got)
+    if takes != -1 and takes < len(expected):
+        raise CheckFailed(f"{label}{info.get('signature')} takes {takes} argument(s) by position, but the contract "
+                          f"passes {len(expected)} ({', '.join(expected)}): in your own package the names may "
+                          "differ, the order and the number may not")
+    _not_a_stub(ctx, check, name, entry)
+    pairs = ", ".join(f"{c}->{g}" if c != g else c for c, g in zip(expected, got))
+    return f"{label}{info.get('signature')}: the contract's arguments by position ({pairs})"
 
 
 def _not_a_stub(ctx: Context, check: CheckSpec, name: str, entry) -> None:
@@ -72,12 +96,19 @@ def parameters(ctx: Context, check: CheckSpec, p: ParametersParams) -> str:
     structure = result["structure"]
     found = structure["parameters"]
     expected = ctx.expected_parameters(entry, dims)
-    built = f"{name}({', '.join(f'{k}={v}' for k, v in dims.items())})"
+    built = f"{ctx.label(name)}({', '.join(f'{k}={v}' for k, v in dims.items())})"
     problems = []
     by_name = {q["name"]: q for q in found}
     stray = {s["name"]: s for s in structure["stray_tensors"]}
     buffers = {b["name"]: b for b in structure["buffers"]}
-    mapping, _ = match_parameters(expected, found)
+    explicit = ctx.explicit_parameters(name)
+    mapping, _ = match_parameters(expected, found, explicit)
+    in_place = ctx.target(name) is not None  # a package names its parameters as it likes; the mapping or shapes match them
+    if in_place and mapping is None:
+        raise CheckFailed(f"{built}: " + unmatched_parameters(expected, found, explicit,
+                                                              naming_advice(ctx, name)))
+    if in_place:
+        by_name = by_name | {pname: by_name[mapping[pname]] for pname in expected if mapping[pname] in by_name}
     for pname, shape in expected.items():
         got = by_name.get(pname)
         if got is None:
@@ -89,6 +120,8 @@ def parameters(ctx: Context, check: CheckSpec, p: ParametersParams) -> str:
             elif mapping and mapping.get(pname) and mapping[pname] != pname:
                 problems.append(f"expected a parameter named `{pname}`, found `{mapping[pname]}` with the right shape "
                                 f"{shape}: rename it (the other checks graded it under its shape)")
+            elif mapping is None and sum(tuple(q["shape"]) == shape for q in found) > 1:
+                problems.append(unmatched_parameters({pname: shape}, found, explicit, naming_advice(ctx, name)))
             else:
                 shapes = ", ".join(f"{q['name']} {tuple(q['shape'])}" for q in found) or "none"
                 problems.append(f"expected a parameter `{pname}` of shape {shape}; registered parameters: {shapes}")
@@ -115,6 +148,8 @@ def parameters(ctx: Context, check: CheckSpec, p: ParametersParams) -> str:
                             "they are separate tensors, so they will drift apart in training")
     if problems:
         raise CheckFailed(f"{built}: " + "; ".join(problems))
+    if in_place:
+        return f"{built}: " + ", ".join(f"{n} = your {mapping[n]} {tuple(by_name[n]['shape'])}" for n in expected)
     return f"{built}: " + ", ".join(f"{n} {tuple(by_name[n]['shape'])}" for n in expected)
 
 

@@ -18,23 +18,25 @@ def _points(score: float, max_score: float) -> str:
 
 
 def reproduce_run(*, seed: int, profile: str, student: str | None, challenges: list[str],
-                  device: str | None = None, checks: list[str] | None = None) -> str:
+                  device: str | None = None, checks: list[str] | None = None, map_arg: str | None = None) -> str:
     """The command that replays this run: same file, seed, profile, device and selection."""
     from shlex import quote
 
     return (f"validator submit-build --seed {seed} --profile {quote(profile)}"
             + (f" --student {quote(student)}" if student else "")
+            + (f" --map {quote(map_arg)}" if map_arg else "")
             + "".join(f" --challenge {quote(c)}" for c in challenges)
             + "".join(f" --check {quote(c)}" for c in checks or [])
             + (f" --device {quote(device)}" if device else ""))
 
 
 def render_header(console: Console, *, seed: int, profile: str, student: str, challenges: list[str],
-                  device: str | None = None, student_arg: str | None = None, checks: list[str] | None = None) -> None:
+                  device: str | None = None, student_arg: str | None = None, checks: list[str] | None = None,
+                  map_arg: str | None = None) -> None:
     console.print(f"[bold]submit-build[/] · student {escape(student)} · profile {profile} · seed {seed}"
                   + (f" · your layers on {escape(device)}" if device else ""), soft_wrap=True)
     command = reproduce_run(seed=seed, profile=profile, student=student_arg or student, challenges=challenges,
-                            device=device, checks=checks)
+                            device=device, checks=checks, map_arg=map_arg)
     # soft_wrap: never broken into lines at the terminal width, so the command survives copy-paste
     console.print(f"  reproduce this run: [cyan]{escape(command)}[/]", soft_wrap=True)
 
@@ -63,6 +65,8 @@ def render_challenge(console: Console, result: ChallengeResult) -> None:
     for c in result.checks:
         table.add_row(ICONS.get(c.status, c.status), escape(c.id), c.kind, _points(c.score, c.max_score))
     console.print(table)
+    for entry, where in result.implementations.items():
+        console.print(f"graded in place: {escape(entry)} is {escape(where)}")
     if result.problem:
         console.print(f"[red]problem:[/] {escape(result.problem)}")
     for c in result.checks:

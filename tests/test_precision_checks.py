@@ -87,7 +87,7 @@ def test_output_follows_input_passes_a_correct_norm_and_names_the_wrong_dtype(tr
 
 
 @pytest.mark.parametrize("bad", [
-    "{id: c, kind: structure, test: dtype, input_dtype: bfloat16, points: 1}",       # needs output_follows: input
+    "{id: c, kind: structure, test: dtype, dtype: float64, default_dtype: float64, points: 1}",
     "{id: c, kind: structure, test: dtype, output_follows: inputs, points: 1, dtype: float64}",
     "{id: c, kind: structure, test: dtype, points: 1}",                               # nothing to check
     "{id: c, kind: values, test: values, input_dtype: bfloat16, dtype: float64, points: 1}",

@@ -110,8 +110,8 @@ def stability(ctx: Context, check: CheckSpec, p: StabilityParams) -> str:
             broken = _non_finite(got)
             if broken:
                 raise CheckFailed(f"{where}: {broken}, while the reference's output is finite. An intermediate "
-                                  "overflowed to inf (float32 holds at most 3.4e38, so exp(89) is already inf; "
-                                  "float16 at most 65504, so a square of 256 is inf) or underflowed to 0, and "
+                                  "overflowed to inf (float32 holds at most 3.4e38, so exp(x) is inf above x = 88.7; "
+                                  "float16 holds at most 65504) or underflowed to 0, and "
                                   "inf - inf, inf/inf and 0/0 are NaN: rearrange the formula so that no "
                                   "intermediate grows with the inputs' magnitude" + _shown_build(ctx, check, p))
             problem = _compare(p, spec_tol, got, ref, "output")

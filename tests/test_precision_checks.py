@@ -120,6 +120,7 @@ def test_output_follows_input_passes_a_correct_norm_and_names_the_wrong_dtype(tr
     "{id: c, kind: values, test: values, input_dtype: bfloat16, dtype: float64, points: 1}",
     "{id: c, kind: values, test: values, input_dtype: int8, points: 1}",
     "{id: c, kind: values, test: values, input_dtype: float16, ulps: 0, points: 1}",
+    "{id: c, kind: gradient, test: gradient, input_dtype: bfloat16, points: 1}",
     "{id: c, kind: values, test: stability, scale: [], points: 1}",
     "{id: c, kind: values, test: stability, scale: [0.0], points: 1}",
     "{id: c, kind: values, test: stability, scale: [2.0], input: y, points: 1}",

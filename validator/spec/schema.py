@@ -71,6 +71,8 @@ class InputSpec(Strict):
     # type mask: a boolean (..., queries, keys) tensor, True = may attend. "causal" is the lower
     # triangle; "random" keeps each element with probability 1/2 and at least one key per query.
     pattern: Optional[Literal["causal", "random"]] = None
+    # type float: values are standard normal times `scale` (1e3 makes attention scores overflow a naive exp)
+    scale: float = 1.0
 
     @model_validator(mode="after")
     def _consistent(self):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Literal, Optional
+
+from pydantic import model_validator
 
 from validator.checks import Params, register
 from validator.checks.common import (CheckFailed, entry_of, match_parameters, probe_case, probe_dims,
@@ -118,22 +120,64 @@ def parameters(ctx: Context, check: CheckSpec, p: ParametersParams) -> str:
     return f"{built}: " + ", ".join(f"{n} {tuple(by_name[n]['shape'])}" for n in expected)
 
 
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
 class DtypeParams(Params):
-    dtype: Optional[str] = None
-    default_dtype: Optional[str] = None
+    """Which build to check, and whose dtype the output must have.
+
+    ``output_follows: parameters`` (default): the output has the parameters' dtype (an embedding,
+    a linear layer). ``output_follows: input``: the output has the dtype of the float input it was
+    given, whatever the parameters hold (RMSNorm, RoPE, softmax compute in float32 and cast back).
+    ``input_dtype`` casts the float inputs of the probe call (bf16 in, bf16 out); without ``dtype``
+    or ``default_dtype`` the parameters are then expected in the grader's default dtype.
+    """
+
+    dtype: Optional[Literal["float16", "bfloat16", "float32", "float64"]] = None
+    default_dtype: Optional[Literal["float16", "bfloat16", "float32", "float64"]] = None
+    input_dtype: Optional[Literal["float16", "bfloat16", "float32", "float64"]] = None
+    output_follows: Literal["parameters", "input"] = "parameters"
     forward: bool = True
+
+    @model_validator(mode="after")
+    def _something_to_check(self):
+        if self.dtype and self.default_dtype:
+            raise ValueError("give `dtype` or `default_dtype`, not both")
+        if not (self.dtype or self.default_dtype or self.input_dtype):
+            raise ValueError("give `dtype` (built with dtype=), `default_dtype` or `input_dtype`")
+        if self.input_dtype and self.output_follows != "input":
+            raise ValueError("`input_dtype` checks the output against the input's dtype: "
+                             "set `output_follows: input`")
+        if self.output_follows == "input" and not self.forward:
+            raise ValueError("`output_follows: input` needs `forward: true` (it checks the output)")
+        return self
+
+
+def _dt(dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 @register("dtype", DtypeParams, uses_reference=False)
 def dtype(ctx: Context, check: CheckSpec, p: DtypeParams) -> str:
+    import torch
+
     name, entry = entry_of(ctx, check)
-    want_dtype = p.dtype or p.default_dtype or "float64"
+    want_dtype = p.dtype or p.default_dtype or _dt(torch.get_default_dtype())
     case = probe_case(ctx, entry)
-    kwargs = {"dtype": __import__("torch").__dict__[p.dtype]} if p.dtype else {}
-    how = f"dtype=torch.{p.dtype}" if p.dtype else f"torch.set_default_dtype(torch.{p.default_dtype})"
-    want = ["structure", "output"] if p.forward else ["structure", "construct_only"]
-    result = run_student(ctx, check, ctx.build_call(name, case, want=want, init_kwargs=kwargs,
-                                                    default_dtype=p.default_dtype), f"building with {how}")
+    kwargs = {"dtype": getattr(torch, p.dtype)} if p.dtype else {}
+    hows = [f"dtype=torch.{p.dtype}" if p.dtype else
+            f"torch.set_default_dtype(torch.{p.default_dtype})" if p.default_dtype else ""]
+    call = ctx.build_call(name, case, want=["structure", "output"] if p.forward else ["structure", "construct_only"],
+                          init_kwargs=kwargs, default_dtype=p.default_dtype,
+                          input_dtype=getattr(torch, p.input_dtype) if p.input_dtype else None)
+    floats_in = [item["value"] for item in call["inputs"]
+                 if isinstance(item["value"], torch.Tensor) and item["value"].dtype.is_floating_point]
+    if p.output_follows == "input":
+        if not floats_in:
+            raise RuntimeError("`output_follows: input` needs a float input to follow (a spec bug)")
+        hows.append(f"{_dt(floats_in[0].dtype)} inputs")
+    how = ", ".join(h for h in hows if h)
+    result = run_student(ctx, check, call, f"building with {how}" if entry.kind == "module" else f"calling with {how}")
     problems = []
     tensors = [q for q in _all_tensors(result.get("structure") or {}) if q["dtype"].startswith(("float", "bfloat"))]
     if entry.kind == "module" and not tensors and entry.parameters:
@@ -148,9 +192,21 @@ def dtype(ctx: Context, check: CheckSpec, p: DtypeParams) -> str:
                           + (": pass dtype=dtype when you create them" if p.dtype else
                              ": create them without a hard-coded dtype"))
     out = result.get("output")
-    if p.forward and out is not None and str(out.dtype).removeprefix("torch.") != want_dtype:
-        raise CheckFailed(f"with {how}, the parameters are {want_dtype} but the output is "
-                          f"{str(out.dtype).removeprefix('torch.')}: do not cast the result")
+    if not p.forward or out is None:
+        return f"{how}: all tensors {want_dtype}"
+    got = _dt(out.dtype)
+    if p.output_follows == "input":
+        want_out = _dt(floats_in[0].dtype)
+        if got != want_out:
+            params_note = f" (parameters {want_dtype})" if tensors else ""
+            cause = ("compute in float32 if you must, then cast the result back with .to(x.dtype)"
+                     if got in ("float32", "float64") else
+                     "do not cast the result to another dtype (or compute in float32 and cast back to x.dtype)")
+            raise CheckFailed(f"with {how}{params_note}, the output is {got}, expected {want_out}: the output must "
+                              f"have the dtype of its input; {cause}")
+        return f"{how}: " + (f"parameters {want_dtype}, " if tensors else "") + f"output {got} like its input"
+    if got != want_dtype:
+        raise CheckFailed(f"with {how}, the parameters are {want_dtype} but the output is {got}: do not cast the result")
     return f"{how}: all tensors {want_dtype}"
 
 

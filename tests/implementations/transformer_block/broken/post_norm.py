@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 MAY_FAIL = ["wiring", "wiring_gradient", "matches_reference", "gradient", "no_library_source"]
-MESSAGES = {"matches_reference": "wiring"}
+MESSAGES = {"wiring": "pre-norm"}
 
 
 

@@ -51,7 +51,11 @@ class Distribution:
             if family == "xavier_uniform":
                 bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
                 return Distribution("uniform", a=-bound, b=bound)
-            return Distribution("normal", std=gain * math.sqrt(2.0 / (fan_in + fan_out)))
+            std = gain * math.sqrt(2.0 / (fan_in + fan_out))
+            if spec.get("truncate") is not None:  # cut at +-truncate standard deviations (CS336's Linear: 3)
+                cut = float(spec["truncate"]) * std
+                return Distribution("truncated_normal", std=std, a=-cut, b=cut)
+            return Distribution("normal", std=std)
         if family == "uniform":
             return Distribution("uniform", a=float(spec["a"]), b=float(spec["b"]))
         if family == "normal":

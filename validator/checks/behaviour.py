@@ -45,7 +45,7 @@ class CaseParams(OverrideParams):
 
     @model_validator(mode="after")
     def _one_dtype_option(self):
-        if self.input_dtype and self.dtype:
+        if self.input_dtype and "dtype" in self.model_fields_set:
             raise ValueError("give `dtype` (inputs and parameters) or `input_dtype` (inputs only), not both")
         return self
 

@@ -97,6 +97,10 @@ def match_parameters(expected: dict[str, tuple[int, ...]], found: list[dict]) ->
         if name in mapping:
             continue
         candidates = [p["name"] for p in found if tuple(p["shape"]) == shape and p["name"] not in taken]
+        if len(candidates) > 1:
+            # same-shape weights (SwiGLU's w1 and w3): a plain `w1` Parameter is the expected `w1.weight`
+            stem = name.removesuffix(".weight")
+            candidates = [c for c in candidates if c.removesuffix(".weight") == stem] or candidates
         if len(candidates) == 1:
             mapping[name] = candidates[0]
             taken.add(candidates[0])

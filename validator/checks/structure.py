@@ -129,8 +129,9 @@ class DtypeParams(Params):
     ``output_follows: parameters`` (default): the output has the parameters' dtype (an embedding,
     a linear layer). ``output_follows: input``: the output has the dtype of the float input it was
     given, whatever the parameters hold (RMSNorm, RoPE, softmax compute in float32 and cast back).
-    ``input_dtype`` casts the float inputs of the probe call (bf16 in, bf16 out); without ``dtype``
-    or ``default_dtype`` the parameters are then expected in the grader's default dtype.
+    ``input_dtype`` casts the float inputs of the probe call (bf16 in, bf16 out; or float64 inputs for a
+    layer built with ``dtype=torch.float64`` whose output follows its parameters); without ``dtype`` or
+    ``default_dtype`` the parameters are then expected in the grader's default dtype.
     """
 
     dtype: Optional[Literal["float16", "bfloat16", "float32", "float64"]] = None
@@ -145,9 +146,6 @@ class DtypeParams(Params):
             raise ValueError("give `dtype` or `default_dtype`, not both")
         if not (self.dtype or self.default_dtype or self.input_dtype):
             raise ValueError("give `dtype` (built with dtype=), `default_dtype` or `input_dtype`")
-        if self.input_dtype and self.output_follows != "input":
-            raise ValueError("`input_dtype` checks the output against the input's dtype: "
-                             "set `output_follows: input`")
         if self.output_follows == "input" and not self.forward:
             raise ValueError("`output_follows: input` needs `forward: true` (it checks the output)")
         return self

@@ -71,11 +71,13 @@ class InputSpec(Strict):
     # type mask: a boolean (..., queries, keys) tensor, True = may attend. "causal" is the lower
     # triangle; "random" keeps each element with probability 1/2 and at least one key per query.
     pattern: Optional[Literal["causal", "random"]] = None
-    # type float: values are standard normal times `scale` (1e3 makes attention scores overflow a naive exp)
-    scale: float = 1.0
+    # float inputs: standard normal values times `scale` (1e-3 for tiny activations, 1e4 for huge ones)
+    scale: Optional[float] = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _consistent(self):
+        if self.scale is not None and self.type != "float":
+            raise ValueError("`scale` is for inputs of type float")
         if self.pattern is not None and self.type != "mask":
             raise ValueError("`pattern` is for inputs of type mask")
         if self.type == "mask" and self.pattern is None:

@@ -41,7 +41,8 @@ def _model_dim(args: tuple, kwargs: dict) -> int:
             return int(kwargs[key])
     if args:
         return int(args[0])
-    raise TypeError("the stand-in needs the model dimension as its first argument")
+    raise TypeError("the grader's stand-in takes the contract's constructor, with d_model first; it was called "
+                    f"with keywords {sorted(kwargs)} only")
 
 
 def _factory_kwargs(kwargs: dict) -> dict:
@@ -96,6 +97,10 @@ class TanhGateFeedForward(nn.Module):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__()
         d = _model_dim(args, kwargs)
+        if "d_ff" not in kwargs and len(args) < 2:
+            raise TypeError("the grader's SwiGLU stand-in takes the contract's SwiGLU(d_model, d_ff, device=None, "
+                            f"dtype=None); it was called with {len(args)} positional argument(s) and keywords "
+                            f"{sorted(kwargs)}")
         d_ff = int(kwargs["d_ff"]) if "d_ff" in kwargs else int(args[1])
         fk = _factory_kwargs(kwargs)
         self.w1 = _Weight(d, d_ff, **fk)

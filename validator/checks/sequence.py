@@ -4,8 +4,9 @@
 before it (a causal mask, a causal block). ``relation``: a measure of the output is
 unchanged by a transformation of the inputs (positions shifted by a constant, an input
 scaled), or equals the same measure of an input (a rotation keeps pair norms).
-Neither needs the reference: the student's layer is compared with itself, with the
-same weights loaded for every call.
+The student's layer is compared with itself, with the same weights loaded for every call;
+``relation`` holds the reference to the same relation first (a tolerance too tight for it
+is a spec error), ``causal`` needs no reference.
 """
 
 from __future__ import annotations
@@ -214,7 +215,7 @@ def _transformed(case: Case, t: Transform, amount: float) -> Case:
     return Case(dims=dict(case.dims), inputs=inputs, seed=case.seed, notes=list(case.notes) + [f"{t.input} {verb} {amount:g}"])
 
 
-@register("relation", RelationParams, uses_reference=False)
+@register("relation", RelationParams)
 def relation(ctx: Context, check: CheckSpec, p: RelationParams) -> str:
     """measure(f(T(inputs))) == measure(f(inputs)), or measure(f(inputs)) == measure(an input)."""
     name, entry = entry_of(ctx, check)
@@ -229,17 +230,26 @@ def relation(ctx: Context, check: CheckSpec, p: RelationParams) -> str:
     def body(case):
         amount = case.extra
         state = _state(ctx, name, case, getattr(torch, p.dtype) if p.dtype else torch.get_default_dtype())
+        calls = [_call(ctx, check, p, case, state)]
         if p.transform is not None:
             other = _transformed(case, p.transform, amount)
             case.notes.append(other.notes[-1])
-            base, moved = _outputs(ctx, check, [_call(ctx, check, p, case, state), _call(ctx, check, p, other, state)])
-            problem = mismatch(_measure(p.measure, moved), _measure(p.measure, base), atol=p.atol, rtol=p.rtol,
-                               what=f"{what} with {other.notes[-1]} (compared with the same for the original inputs)")
-        else:
-            (out,) = _outputs(ctx, check, [_call(ctx, check, p, case, state)])
-            source = case.inputs[p.against_input]
-            problem = mismatch(_measure(p.measure, out), _measure(p.measure, source), atol=p.atol, rtol=p.rtol,
-                               what=f"{what} of the output (compared with the same of `{p.against_input}`)")
+            calls.append(_call(ctx, check, p, other, state))
+        # the reference is held to the relation first: a tolerance too tight for it is a spec error
+        for side in ("reference", "student"):
+            outs = ([ctx.reference_call(c)["output"] for c in calls] if side == "reference"
+                    else _outputs(ctx, check, calls))
+            if p.transform is not None:
+                problem = mismatch(_measure(p.measure, outs[1]), _measure(p.measure, outs[0]), atol=p.atol,
+                                   rtol=p.rtol, what=f"{what} with {other.notes[-1]} (compared with the "
+                                                     "same for the original inputs)")
+            else:
+                problem = mismatch(_measure(p.measure, outs[0]), _measure(p.measure, case.inputs[p.against_input]),
+                                   atol=p.atol, rtol=p.rtol,
+                                   what=f"{what} of the output (compared with the same of `{p.against_input}`)")
+            if problem and side == "reference":
+                raise RuntimeError(f"the reference does not satisfy this relation within atol {p.atol:g}, rtol "
+                                   f"{p.rtol:g} (a spec bug: widen them): {problem}")
         if problem:
             raise CheckFailed(problem + (f": {p.explain}" if p.explain else ""))
     runs = for_all(ctx, check, _cases(ctx, check, p, amounts), body, p.max_examples)

@@ -9,7 +9,7 @@ rest of this file (signatures, annotations, docstrings) is what students see.
 import math
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 
 
@@ -456,3 +456,149 @@ def softmax(x: Float[Tensor, "..."], dim: int) -> Float[Tensor, "..."]:
     exps = torch.exp(shifted)
     return (exps / exps.sum(dim=dim, keepdim=True)).to(x.dtype)
     # END SOLUTION
+
+
+# =============================================================================================
+# The transformer (issue 11, part B): rotary positions, attention, multi-head self-attention and
+# the pre-norm block, built on Linear, RMSNorm, SwiGLU and softmax above.
+# =============================================================================================
+
+
+class RotaryPositionalEmbedding(nn.Module):
+    """Rotary positional embedding (RoPE) for vectors of size ``d_k`` (even).
+
+    The pair ``(x[2i], x[2i+1])`` of the vector at position ``p`` is rotated by the angle
+    ``p * theta^(-2i / d_k)``, for ``i = 0 .. d_k/2 - 1``. The cosines and sines for the
+    positions ``0 .. max_seq_len - 1`` are computed once and kept in buffers registered with
+    ``persistent=False`` (they are not learned and not saved in ``state_dict``); there are
+    no parameters. ``forward`` keeps the input's dtype.
+    """
+
+    def __init__(self, theta: float, d_k: int, max_seq_len: int, device=None) -> None:
+        """Build the cos/sin tables of shape ``(max_seq_len, d_k // 2)``."""
+        super().__init__()
+        # BEGIN SOLUTION
+        if d_k % 2:
+            raise ValueError(f"d_k must be even to rotate pairs, got {d_k}")
+        exponents = torch.arange(0, d_k, 2, device=device, dtype=torch.float64) / d_k
+        inv_freq = theta ** (-exponents)
+        positions = torch.arange(max_seq_len, device=device, dtype=torch.float64)
+        angles = positions[:, None] * inv_freq[None, :]
+        table_dtype = torch.get_default_dtype()
+        self.register_buffer("cos", angles.cos().to(table_dtype), persistent=False)
+        self.register_buffer("sin", angles.sin().to(table_dtype), persistent=False)
+        # END SOLUTION
+
+    def forward(self, x: Float[Tensor, "... seq_len d_k"],
+                token_positions: Int[Tensor, "... seq_len"]) -> Float[Tensor, "... seq_len d_k"]:
+        """Rotate each adjacent pair of ``x`` by the angle of its token's position.
+
+        ``token_positions`` holds integer positions in ``[0, max_seq_len)`` and broadcasts
+        against ``x``'s leading dims; the result has ``x``'s shape and dtype.
+        """
+        # BEGIN SOLUTION
+        cos = self.cos[token_positions]
+        sin = self.sin[token_positions]
+        work = x.to(torch.promote_types(x.dtype, cos.dtype))
+        even, odd = work[..., 0::2], work[..., 1::2]
+        rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
+        return rotated.flatten(-2).to(x.dtype)
+        # END SOLUTION
+
+
+def scaled_dot_product_attention(
+    Q: Float[Tensor, "... queries d_k"],
+    K: Float[Tensor, "... keys d_k"],
+    V: Float[Tensor, "... keys d_v"],
+    mask: Bool[Tensor, "... queries keys"] | None = None,
+) -> Float[Tensor, "... queries d_v"]:
+    """``softmax(Q K^T / sqrt(d_k)) V`` over any leading batch dims.
+
+    ``mask`` (boolean, broadcastable to ``(..., queries, keys)``) says where a query *may*
+    attend (True); masked scores get probability exactly zero. The softmax is your own
+    (no library softmax or attention kernel).
+    """
+    # BEGIN SOLUTION
+    d_k = Q.shape[-1]
+    scores = (Q @ K.transpose(-2, -1)) / math.sqrt(d_k)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return softmax(scores, dim=-1) @ V
+    # END SOLUTION
+
+
+class MultiHeadSelfAttention(nn.Module):
+    """Causal multi-head self-attention with ``q_proj``, ``k_proj``, ``v_proj`` and ``output_proj``.
+
+    Each projection is a ``Linear(d_model, d_model)`` (weight ``(d_model, d_model)``, no bias).
+    The queries, keys and values are split into ``num_heads`` heads of size
+    ``d_model // num_heads`` (head ``h`` is the slice ``[h*d_head, (h+1)*d_head)`` of the
+    projection), each head attends causally (position i sees positions j <= i), the heads
+    are concatenated in order and projected by ``output_proj``. With ``theta`` given, RoPE
+    (``RotaryPositionalEmbedding(theta, d_head, max_seq_len)``) rotates the queries and keys
+    of every head (not the values) by their token positions.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, max_seq_len: int | None = None,
+                 theta: float | None = None, device=None, dtype=None) -> None:
+        """Create the four projections, and the RoPE tables when ``theta`` is given."""
+        super().__init__()
+        # BEGIN SOLUTION
+        if d_model % num_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+        self.num_heads = num_heads
+        self.d_head = d_model // num_heads
+        self.q_proj = Linear(d_model, d_model, device=device, dtype=dtype)
+        self.k_proj = Linear(d_model, d_model, device=device, dtype=dtype)
+        self.v_proj = Linear(d_model, d_model, device=device, dtype=dtype)
+        self.output_proj = Linear(d_model, d_model, device=device, dtype=dtype)
+        self.rope = (RotaryPositionalEmbedding(theta, self.d_head, max_seq_len, device=device)
+                     if theta is not None else None)
+        # END SOLUTION
+
+    def forward(self, x: Float[Tensor, "... seq_len d_model"],
+                token_positions: Int[Tensor, "... seq_len"] | None = None) -> Float[Tensor, "... seq_len d_model"]:
+        """Causal self-attention of ``x``; ``token_positions`` defaults to ``0 .. seq_len-1``."""
+        # BEGIN SOLUTION
+        *lead, seq_len, d_model = x.shape
+
+        def heads(t):
+            return t.reshape(*lead, seq_len, self.num_heads, self.d_head).transpose(-3, -2)
+
+        q, k, v = heads(self.q_proj(x)), heads(self.k_proj(x)), heads(self.v_proj(x))
+        if self.rope is not None:
+            if token_positions is None:
+                token_positions = torch.arange(seq_len, device=x.device)
+            per_head = token_positions.unsqueeze(-2)  # (..., 1, seq_len): the same positions for every head
+            q, k = self.rope(q, per_head), self.rope(k, per_head)
+        causal = torch.ones(seq_len, seq_len, dtype=torch.bool, device=x.device).tril()
+        out = scaled_dot_product_attention(q, k, v, causal)
+        return self.output_proj(out.transpose(-3, -2).reshape(*lead, seq_len, d_model))
+        # END SOLUTION
+
+
+class TransformerBlock(nn.Module):
+    """The pre-norm transformer block: ``y = x + attn(ln1(x))``, then ``y + ffn(ln2(y))``.
+
+    ``ln1`` and ``ln2`` are ``RMSNorm(d_model)``, ``attn`` is
+    ``MultiHeadSelfAttention(d_model, num_heads, max_seq_len, theta)`` (causal, with RoPE),
+    ``ffn`` is ``SwiGLU(d_model, d_ff)``, all built from your own classes.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, max_seq_len: int, theta: float,
+                 device=None, dtype=None) -> None:
+        """Create ``ln1``, ``attn``, ``ln2`` and ``ffn``."""
+        super().__init__()
+        # BEGIN SOLUTION
+        self.ln1 = RMSNorm(d_model, device=device, dtype=dtype)
+        self.attn = MultiHeadSelfAttention(d_model, num_heads, max_seq_len, theta, device=device, dtype=dtype)
+        self.ln2 = RMSNorm(d_model, device=device, dtype=dtype)
+        self.ffn = SwiGLU(d_model, d_ff, device=device, dtype=dtype)
+        # END SOLUTION
+
+    def forward(self, x: Float[Tensor, "... seq_len d_model"]) -> Float[Tensor, "... seq_len d_model"]:
+        """Apply the block; RoPE uses the positions ``0 .. seq_len-1``."""
+        # BEGIN SOLUTION
+        y = x + self.attn(self.ln1(x))
+        return y + self.ffn(self.ln2(y))
+        # END SOLUTION

@@ -134,13 +134,44 @@ def _shape_strategy(spec: InputSpec, dims: dict[str, int]) -> st.SearchStrategy:
     return lead.map(lambda xs: tuple(fixed[:where]) + tuple(xs) + tuple(fixed[where + 1:]))
 
 
+def _with_lead(spec: InputSpec, dims: dict[str, int], lead: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape of ``spec`` with ``...`` replaced by an already drawn leading shape."""
+    out: list[int] = []
+    for d in spec.shape:
+        out.extend(lead) if d == "..." else out.append(int(resolve(d, dims)))
+    return tuple(out)
+
+
+def make_mask(shape: tuple[int, ...], pattern: str, gen: torch.Generator) -> torch.Tensor:
+    """A boolean (..., queries, keys) mask, True = may attend; every query may attend to some key."""
+    if len(shape) < 2:
+        return torch.ones(shape, dtype=torch.bool)
+    q, k = shape[-2], shape[-1]
+    if pattern == "causal":
+        return torch.ones(q, k, dtype=torch.bool).tril().expand(shape).clone()
+    mask = torch.rand(shape, generator=gen) < 0.5
+    if k:
+        keep = torch.randint(0, k, shape[:-1], generator=gen)
+        mask.scatter_(-1, keep.unsqueeze(-1), True)
+    return mask
+
+
 @st.composite
-def _input(draw, spec: InputSpec, dims: dict[str, int]) -> tuple[Any, list[str]]:
+def _input(draw, spec: InputSpec, dims: dict[str, int], lead: dict | None = None) -> tuple[Any, list[str]]:
+    """One argument. ``lead`` holds the leading shape that ``...`` stands for once one input drew it,
+    so every input of a call (Q, K, V and a mask; x and its positions) shares its batch dims."""
     notes: list[str] = []
     if spec.type == "value":
         return literal_or_dim(_pick(spec, draw), dims), notes
     needs_element = spec.inject is not None or spec.include or spec.repeats
-    shape = draw(_shape_strategy(spec, dims))
+    if lead is not None and "lead" in lead and "..." in spec.shape:
+        shape = _with_lead(spec, dims, lead["lead"])
+    else:
+        shape = draw(_shape_strategy(spec, dims))
+        if lead is not None and "..." in spec.shape:
+            where = spec.shape.index("...")
+            after = len(spec.shape) - where - 1
+            lead["lead"] = tuple(shape[where:len(shape) - after])
     numel = math.prod(shape)
     if needs_element and numel < max(2 if spec.repeats else 1, len(spec.include)):
         extra = max(2 if spec.repeats else 1, len(spec.include))
@@ -149,6 +180,8 @@ def _input(draw, spec: InputSpec, dims: dict[str, int]) -> tuple[Any, list[str]]
         numel = math.prod(shape)
     seed = draw(st.integers(0, 2**31 - 1))
     gen = torch.Generator().manual_seed(seed)
+    if spec.type == "mask":
+        return make_mask(tuple(shape), spec.pattern, gen), notes
     if spec.type == "token_ids":
         high = int(resolve(spec.high, dims))
         dtype = DTYPES[spec.dtype or "int64"]
@@ -184,11 +217,12 @@ def case_strategy(draw, challenge: Challenge, entry: Entry, overrides: dict | No
     dims.update(option_values(challenge, dims, overrides, draw))
     inputs: dict[str, Any] = {}
     notes: list[str] = []
+    lead: dict = {}
     for name in entry.call:
         spec = merged_input(challenge.inputs[name], overrides.get(name))
         if fixed_shapes and name in fixed_shapes:
             spec = merged_input(spec, {"shape": list(fixed_shapes[name])})
-        value, more = draw(_input(spec, dims))
+        value, more = draw(_input(spec, dims, lead))
         inputs[name] = value
         notes.extend(more)
     seed = draw(st.integers(0, 2**31 - 1))
@@ -210,6 +244,8 @@ def fixed_case(challenge: Challenge, entry: Entry, *, dims: dict[str, int] | Non
             else [int(resolve(d, dims)) for d in spec.shape if d != "..."]
         if spec.type == "value":
             inputs[name] = literal_or_dim(_pick(spec), dims)
+        elif spec.type == "mask":
+            inputs[name] = make_mask(tuple(shape), spec.pattern, gen)
         elif spec.type == "token_ids":
             high = int(resolve(spec.high, dims))
             inputs[name] = torch.randint(0, high, shape, generator=gen).to(DTYPES[spec.dtype or "int64"])

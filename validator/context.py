@@ -62,7 +62,8 @@ def format_exception(result: dict, entry: str) -> str:
              "backward": "backward() raised", "load": "loading the weights failed:",
              "lookup": "lookup failed:", "inspect": "inspecting the module raised",
              "train": "switching train/eval mode raised",
-             "to_device": "moving the layer with .to(device) raised"}.get(stage, f"{stage} raised")
+             "to_device": "moving the layer with .to(device) raised",
+             "stand_ins": "the grader's stand-in sublayers could not be used:"}.get(stage, f"{stage} raised")
     text = f"{doing} {info.get('type', 'an exception')}: {info.get('message', '')}".rstrip(": ")
     where = [w for w in info.get("where", []) if w.get("line")]
     if where:

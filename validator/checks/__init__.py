@@ -56,7 +56,7 @@ class Test:
 
 
 REGISTRY: dict[str, Test] = {}
-_MODULES = ("structure", "behaviour", "gradient", "init", "constraint", "performance", "modules", "dropout", "relations")
+_MODULES = ("structure", "behaviour", "gradient", "init", "constraint", "performance", "modules", "dropout", "relations", "sequence")
 
 
 def register(name: str, params: type[Params] = Params, *, uses_reference: bool = True,

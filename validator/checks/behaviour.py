@@ -30,6 +30,18 @@ class CaseParams(OverrideParams):
     input_dtype: Optional[FloatName] = None
     train: bool = False
     max_examples: Optional[int] = None
+    # contract class name -> grader stand-in (validator/standins.py): both sides build the entry with
+    # those sublayers replaced, so the check grades the entry's own wiring whatever the sublayers do
+    stand_ins: dict[str, str] = {}
+
+    def check_against(self, challenge, check):
+        from validator.standins import STAND_INS
+
+        problems = super().check_against(challenge, check)
+        for name, which in self.stand_ins.items():
+            if which not in STAND_INS:
+                problems.append((("stand_ins", name), f"unknown stand-in {which!r}; known: {', '.join(STAND_INS)}"))
+        return problems
 
     @model_validator(mode="after")
     def _one_dtype_option(self):
@@ -60,12 +72,18 @@ def _state(ctx: Context, name: str, case, dtype: torch.dtype):
     return ctx.make_state(entry, case.dims, case.seed, dtype) if entry.kind == "module" else None
 
 
+def stand_in_extra(p: CaseParams) -> dict:
+    """The call key that builds the entry with the check's stand-in sublayers (none: no key at all)."""
+    return {"stand_ins": dict(p.stand_ins)} if getattr(p, "stand_ins", None) else {}
+
+
 def _both(ctx: Context, check: CheckSpec, p: CaseParams, case, want: list[str]) -> tuple[dict, dict]:
     name, _ = entry_of(ctx, check)
     dtype = getattr(torch, p.dtype) if p.dtype else torch.get_default_dtype()
     call = ctx.build_call(name, case, want=want, state=_state(ctx, name, case, dtype),
                           train=p.train, input_dtype=dtype if p.dtype else None,
-                          init_kwargs={"dtype": dtype} if p.dtype and ctx.challenge.entries[name].kind == "module" else None)
+                          init_kwargs={"dtype": dtype} if p.dtype and ctx.challenge.entries[name].kind == "module" else None,
+                          **stand_in_extra(p))
     expected = ctx.reference_call(call)
     got = run_student(ctx, check, call)
     return got, expected

@@ -18,7 +18,7 @@ from pydantic import model_validator
 
 from validator.cases import case_strategy
 from validator.checks import Params, for_all, register
-from validator.checks.behaviour import CaseParams, strategy
+from validator.checks.behaviour import CaseParams, stand_in_extra, strategy
 from validator.checks.common import CheckFailed, entry_of, run_student
 from validator.compare import mismatch, tolerance_for
 from validator.context import CheckSkipped, Context
@@ -52,7 +52,8 @@ def _grad_call(ctx: Context, check: CheckSpec, p: GradientParams, case):
     state = ctx.make_state(entry, case.dims, case.seed, dtype) if entry.kind == "module" else None
     # only a module is built: a function takes its weight as an input, already in the check's dtype
     probe = ctx.build_call(name, case, want=["output"], state=state, train=p.train,
-                           input_dtype=dtype, default_dtype=p.dtype if entry.kind == "module" else None)
+                           input_dtype=dtype, default_dtype=p.dtype if entry.kind == "module" else None,
+                           **stand_in_extra(p))
     ref_out = ctx.reference_call(probe)["output"]
     gen = torch.Generator().manual_seed(case.seed ^ 0x5EED)
     grad_output = torch.randn(ref_out.shape, generator=gen, dtype=torch.float64).to(ref_out.dtype)

@@ -163,3 +163,28 @@ def initial_rows(ctx: Context, check: CheckSpec, p: InitialRowsParams) -> str:
                               f"expected every element to be exactly {p.value:g} (element {k} is not): set it after "
                               "the random initialisation, under torch.no_grad()")
     return f"rows {rows} of {p.parameter} are exactly {p.value:g}"
+
+
+class StateDictParams(BuildParams):
+    # buffers that belong in state_dict (running statistics); any other buffer must be non-persistent
+    persistent: list[str] = []
+
+
+@register("state_dict", StateDictParams, uses_reference=False)
+def state_dict(ctx: Context, check: CheckSpec, p: StateDictParams) -> str:
+    """``state_dict()`` holds the parameters and the listed buffers only: a derived table (RoPE's cos/sin)
+    is registered with ``persistent=False``, so checkpoints stay small and load at any table size."""
+    result, _, built = _build(ctx, check, p, ["structure", "construct_only"])
+    buffers = result["structure"]["buffers"]
+    saved = [b for b in buffers if b["persistent"] and b["name"] not in p.persistent]
+    if saved:
+        shown = ", ".join(f"`{b['name']}` {tuple(b['shape'])}" for b in saved)
+        raise CheckFailed(f"{built} saves the buffer(s) {shown} in its state_dict: they are computed from the "
+                          "constructor's arguments, so register them with register_buffer(name, tensor, "
+                          "persistent=False) (a saved table bloats every checkpoint and breaks loading into a "
+                          "layer built with another max_seq_len)")
+    missing = [n for n in p.persistent if not any(b["name"] == n and b["persistent"] for b in buffers)]
+    if missing:
+        raise CheckFailed(f"{built} does not keep {', '.join(missing)} in its state_dict as a persistent buffer")
+    kept = ", ".join(b["name"] for b in buffers) or "none"
+    return f"{built}: no derived buffer in state_dict (buffers: {kept})"

@@ -56,7 +56,7 @@ class InputSpec(Strict):
     ``inputs: {name: {value: ...}}``. ``choices`` lets hypothesis draw it.
     """
 
-    type: Literal["token_ids", "float", "value"]
+    type: Literal["token_ids", "float", "value", "mask"]
     shape: list[Dim] = Field(default_factory=lambda: ["..."])
     high: Optional[Dim] = None
     dtype: Optional[str] = None
@@ -68,6 +68,9 @@ class InputSpec(Strict):
     choices: list[Any] = Field(default_factory=list)
     max_leading_dims: int = Field(3, ge=0, le=6)
     max_side: int = Field(4, ge=0, le=64)
+    # type mask: a boolean (..., queries, keys) tensor, True = may attend. "causal" is the lower
+    # triangle; "random" keeps each element with probability 1/2 and at least one key per query.
+    pattern: Optional[Literal["causal", "random"]] = None
     # float inputs: standard normal values times `scale` (1e-3 for tiny activations, 1e4 for huge ones)
     scale: Optional[float] = Field(None, gt=0)
 
@@ -75,6 +78,10 @@ class InputSpec(Strict):
     def _consistent(self):
         if self.scale is not None and self.type != "float":
             raise ValueError("`scale` is for inputs of type float")
+        if self.pattern is not None and self.type != "mask":
+            raise ValueError("`pattern` is for inputs of type mask")
+        if self.type == "mask" and self.pattern is None:
+            raise ValueError("a mask input needs `pattern: causal` or `pattern: random`")
         if self.type == "token_ids" and self.high is None:
             raise ValueError("token_ids inputs need `high` (the vocabulary size)")
         if self.dtype is not None and self.dtype not in (

@@ -1,0 +1,24 @@
+"""Returns float32 for a bfloat16 input (the result of the float32 rotation is never cast back)."""
+
+MAY_FAIL = ["bf16_keeps_dtype", "bf16_values"]
+MESSAGES = {"bf16_keeps_dtype": "bfloat16"}
+
+import torch
+from torch import nn
+
+
+class RotaryPositionalEmbedding(nn.Module):
+    def __init__(self, theta, d_k, max_seq_len, device=None):
+        super().__init__()
+        inv_freq = theta ** (-torch.arange(0, d_k, 2, device=device) / d_k)
+        angles = torch.arange(max_seq_len, device=device)[:, None] * inv_freq[None, :]
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def forward(self, x, token_positions):
+        cos, sin = self.cos[token_positions], self.sin[token_positions]
+        x = x.float()
+        even, odd = x[..., 0::2], x[..., 1::2]
+        out = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
+        return out.float()  # "keep precision": a float32 result whatever the input
+

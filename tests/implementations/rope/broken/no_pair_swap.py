@@ -1,0 +1,23 @@
+"""Forgets the pair swap: multiplies every coordinate by cos + sin, which is no rotation."""
+
+MAY_FAIL = ["matches_reference", "other_theta", "positions_broadcast", "long_table", "bf16_values", "gradient", "integrity", "pair_norms_preserved", "relative_positions"]
+MESSAGES = {"relative_positions": "depend only on m - n"}
+
+import torch
+from torch import nn
+
+
+class RotaryPositionalEmbedding(nn.Module):
+    def __init__(self, theta, d_k, max_seq_len, device=None):
+        super().__init__()
+        inv_freq = theta ** (-torch.arange(0, d_k, 2, device=device) / d_k)
+        angles = torch.arange(max_seq_len, device=device)[:, None] * inv_freq[None, :]
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def forward(self, x, token_positions):
+        cos, sin = self.cos[token_positions], self.sin[token_positions]
+        even, odd = x[..., 0::2], x[..., 1::2]
+        out = torch.stack((even * (cos + sin), odd * (cos + sin)), dim=-1).flatten(-2)
+        return out.to(x.dtype)
+

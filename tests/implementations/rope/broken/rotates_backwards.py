@@ -1,0 +1,22 @@
+"""Rotates the wrong way: angle -p * theta^(-2i/d_k) (the sin terms have swapped signs)."""
+
+MAY_FAIL = ["matches_reference", "other_theta", "positions_broadcast", "long_table", "bf16_values", "gradient", "integrity"]
+
+import torch
+from torch import nn
+
+
+class RotaryPositionalEmbedding(nn.Module):
+    def __init__(self, theta, d_k, max_seq_len, device=None):
+        super().__init__()
+        inv_freq = theta ** (-torch.arange(0, d_k, 2, device=device) / d_k)
+        angles = torch.arange(max_seq_len, device=device)[:, None] * inv_freq[None, :]
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def forward(self, x, token_positions):
+        cos, sin = self.cos[token_positions], self.sin[token_positions]
+        even, odd = x[..., 0::2], x[..., 1::2]
+        out = torch.stack((even * cos + odd * sin, odd * cos - even * sin), dim=-1).flatten(-2)
+        return out.to(x.dtype)
+

@@ -8,7 +8,7 @@ as the docstrings describe. Each challenge is explained in challenges/<id>.md.
 import math
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor, nn
 
 
@@ -244,3 +244,169 @@ class XavierEmbedding(nn.Module):
         """Return ``weight[token_ids]``, as ``Embedding.forward`` does."""
         raise NotImplementedError(
             "XavierEmbedding.forward: see challenges/token_embedding_xavier.md")
+
+
+class Linear(nn.Module):
+    """A linear map without bias, ``y = x W^T``, as in the CS336 assignment.
+
+    Holds one ``nn.Parameter`` named ``weight`` of shape ``(out_features, in_features)``,
+    created with the given ``device`` and ``dtype`` and initialised from a normal
+    distribution with mean 0 and variance ``2 / (in_features + out_features)``,
+    truncated at three standard deviations.
+    """
+
+    def __init__(self, in_features: int, out_features: int, device=None, dtype=None) -> None:
+        """Create and initialise ``weight`` (``device="meta"`` must work)."""
+        super().__init__()
+        raise NotImplementedError("Linear.__init__: see challenges/linear.md")
+
+    def forward(self, x: Float[Tensor, "... in_features"]) -> Float[Tensor, "... out_features"]:
+        """Return ``x @ weight.T`` of shape ``(..., out_features)``, in the weight's dtype."""
+        raise NotImplementedError("Linear.forward: see challenges/linear.md")
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square layer normalisation with a learned gain.
+
+    ``y = x / sqrt(mean(x^2 over the last axis) + eps) * weight``. Holds one
+    ``nn.Parameter`` named ``weight`` of shape ``(d_model,)``, initialised to ones.
+    The statistics are computed in float32 (or wider): a bfloat16 or float16 input is
+    upcast first, and the result is cast back to the input's dtype.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5, device=None, dtype=None) -> None:
+        """Create ``weight`` (ones) and remember ``eps``."""
+        super().__init__()
+        raise NotImplementedError(
+            "RMSNorm.__init__: see challenges/rms_norm.md")
+
+    def forward(self, x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
+        """Normalise ``x`` over its last axis; the output has ``x``'s shape and dtype."""
+        raise NotImplementedError(
+            "RMSNorm.forward: see challenges/rms_norm.md")
+
+
+class SwiGLU(nn.Module):
+    """The SwiGLU feed-forward network of LLaMA: ``w2(silu(w1 x) * w3 x)``.
+
+    Holds three bias-free linear maps ``w1`` (``d_model -> d_ff``), ``w3``
+    (``d_model -> d_ff``) and ``w2`` (``d_ff -> d_model``), whose weights are the
+    parameters ``w1.weight (d_ff, d_model)``, ``w3.weight (d_ff, d_model)`` and
+    ``w2.weight (d_model, d_ff)``. ``silu(z) = z * sigmoid(z)``, written by hand.
+    """
+
+    def __init__(self, d_model: int, d_ff: int, device=None, dtype=None) -> None:
+        """Create ``w1``, ``w2`` and ``w3`` (each initialised like ``Linear``)."""
+        super().__init__()
+        raise NotImplementedError("SwiGLU.__init__: see challenges/swiglu.md")
+
+    def forward(self, x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
+        """Return ``w2(silu(w1(x)) * w3(x))`` of shape ``(..., d_model)``."""
+        raise NotImplementedError("SwiGLU.forward: see challenges/swiglu.md")
+
+
+def softmax(x: Float[Tensor, "..."], dim: int) -> Float[Tensor, "..."]:
+    """``exp(x) / sum(exp(x))`` along ``dim``, stable for inputs of any magnitude.
+
+    The output has the shape and dtype of ``x``; a bfloat16 or float16 input is
+    computed in float32 and the result cast back. Subtracting the maximum along
+    ``dim`` first leaves the result unchanged and keeps every exponent <= 0, so
+    nothing overflows (no inf or NaN at |x| = 1e4).
+    """
+    raise NotImplementedError("softmax: see challenges/softmax.md")
+
+
+# =============================================================================================
+# The transformer (issue 11, part B): rotary positions, attention, multi-head self-attention and
+# the pre-norm block, built on Linear, RMSNorm, SwiGLU and softmax above.
+# =============================================================================================
+
+
+class RotaryPositionalEmbedding(nn.Module):
+    """Rotary positional embedding (RoPE) for vectors of size ``d_k`` (even).
+
+    The pair ``(x[2i], x[2i+1])`` of the vector at position ``p`` is rotated by the angle
+    ``p * theta^(-2i / d_k)``, for ``i = 0 .. d_k/2 - 1``. The cosines and sines for the
+    positions ``0 .. max_seq_len - 1`` are computed once and kept in buffers registered with
+    ``persistent=False`` (they are not learned and not saved in ``state_dict``); there are
+    no parameters. ``forward`` keeps the input's dtype.
+    """
+
+    def __init__(self, theta: float, d_k: int, max_seq_len: int, device=None) -> None:
+        """Build the cos/sin tables of shape ``(max_seq_len, d_k // 2)``."""
+        super().__init__()
+        raise NotImplementedError(
+            "RotaryPositionalEmbedding.__init__: see challenges/rope.md")
+
+    def forward(self, x: Float[Tensor, "... seq_len d_k"],
+                token_positions: Int[Tensor, "... seq_len"]) -> Float[Tensor, "... seq_len d_k"]:
+        """Rotate each adjacent pair of ``x`` by the angle of its token's position.
+
+        ``token_positions`` holds integer positions in ``[0, max_seq_len)`` and broadcasts
+        against ``x``'s leading dims; the result has ``x``'s shape and dtype.
+        """
+        raise NotImplementedError(
+            "RotaryPositionalEmbedding.forward: see challenges/rope.md")
+
+
+def scaled_dot_product_attention(
+    Q: Float[Tensor, "... queries d_k"],
+    K: Float[Tensor, "... keys d_k"],
+    V: Float[Tensor, "... keys d_v"],
+    mask: Bool[Tensor, "... queries keys"] | None = None,
+) -> Float[Tensor, "... queries d_v"]:
+    """``softmax(Q K^T / sqrt(d_k)) V`` over any leading batch dims.
+
+    ``mask`` (boolean, broadcastable to ``(..., queries, keys)``) says where a query *may*
+    attend (True); masked scores get probability exactly zero. The softmax is your own
+    (no library softmax or attention kernel).
+    """
+    raise NotImplementedError(
+        "scaled_dot_product_attention: see challenges/attention.md")
+
+
+class MultiHeadSelfAttention(nn.Module):
+    """Causal multi-head self-attention with ``q_proj``, ``k_proj``, ``v_proj`` and ``output_proj``.
+
+    Each projection is a ``Linear(d_model, d_model)`` (weight ``(d_model, d_model)``, no bias).
+    The queries, keys and values are split into ``num_heads`` heads of size
+    ``d_model // num_heads`` (head ``h`` is the slice ``[h*d_head, (h+1)*d_head)`` of the
+    projection), each head attends causally (position i sees positions j <= i), the heads
+    are concatenated in order and projected by ``output_proj``. With ``theta`` given, RoPE
+    (``RotaryPositionalEmbedding(theta, d_head, max_seq_len)``) rotates the queries and keys
+    of every head (not the values) by their token positions.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, max_seq_len: int | None = None,
+                 theta: float | None = None, device=None, dtype=None) -> None:
+        """Create the four projections, and the RoPE tables when ``theta`` is given."""
+        super().__init__()
+        raise NotImplementedError(
+            "MultiHeadSelfAttention.__init__: see challenges/multihead_self_attention.md")
+
+    def forward(self, x: Float[Tensor, "... seq_len d_model"],
+                token_positions: Int[Tensor, "... seq_len"] | None = None) -> Float[Tensor, "... seq_len d_model"]:
+        """Causal self-attention of ``x``; ``token_positions`` defaults to ``0 .. seq_len-1``."""
+        raise NotImplementedError(
+            "MultiHeadSelfAttention.forward: see challenges/multihead_self_attention.md")
+
+
+class TransformerBlock(nn.Module):
+    """The pre-norm transformer block: ``y = x + attn(ln1(x))``, then ``y + ffn(ln2(y))``.
+
+    ``ln1`` and ``ln2`` are ``RMSNorm(d_model)``, ``attn`` is
+    ``MultiHeadSelfAttention(d_model, num_heads, max_seq_len, theta)`` (causal, with RoPE),
+    ``ffn`` is ``SwiGLU(d_model, d_ff)``, all built from your own classes.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, max_seq_len: int, theta: float,
+                 device=None, dtype=None) -> None:
+        """Create ``ln1``, ``attn``, ``ln2`` and ``ffn``."""
+        super().__init__()
+        raise NotImplementedError(
+            "TransformerBlock.__init__: see challenges/transformer_block.md")
+
+    def forward(self, x: Float[Tensor, "... seq_len d_model"]) -> Float[Tensor, "... seq_len d_model"]:
+        """Apply the block; RoPE uses the positions ``0 .. seq_len-1``."""
+        raise NotImplementedError(
+            "TransformerBlock.forward: see challenges/transformer_block.md")

@@ -26,12 +26,21 @@ from validator.package import MapError, is_package_root, load_package, top_level
 from validator.runner import bind_by_position
 
 FIXTURE = Path(__file__).resolve().parent / "packages" / "cs336_style"
-MAPPED = ["token_embedding", "embedding_functional", "learned_positional_embedding"]
+MAPPED = ["token_embedding", "embedding_functional", "learned_positional_embedding", "linear", "rms_norm", "swiglu",
+          "softmax", "rope", "attention", "multihead_self_attention"]
 # The student's names -> the contract's, for the layers.py copy of the same code.
 CONTRACT_NAMES = {"MyEmbedding": "Embedding", "PositionTable": "LearnedPositionalEmbedding",
                   "lookup_rows": "embedding", "ids": "token_ids", "table": "weight", "pe": "weight",
                   "vocab_size": "num_embeddings", "d_model": "embedding_dim", "context_length": "max_seq_len",
-                  "dev": "device", "dt": "dtype"}
+                  "dev": "device", "dt": "dtype",
+                  # cs336_basics/transformer.py
+                  "Dense": "Linear", "RootMeanSquareNorm": "RMSNorm", "GatedFFN": "SwiGLU", "stable_softmax": "softmax",
+                  "Rotary": "RotaryPositionalEmbedding", "attention": "scaled_dot_product_attention",
+                  "CausalSelfAttention": "MultiHeadSelfAttention", "W": "weight", "gain": "weight",
+                  "gate_proj": "w1", "down_proj": "w2", "up_proj": "w3", "wq": "q_proj", "wk": "k_proj",
+                  "wv": "v_proj", "wo": "output_proj", "width": "d_model", "axis": "dim", "t": "x", "q": "Q", "k": "K",
+                  "v": "V", "n_heads": "num_heads", "rope_theta": "theta", "hidden": "d_ff", "head_dim": "d_k",
+                  "d_in": "in_features", "d_out": "out_features", "positions": "token_positions"}
 
 
 def copy_package(tmp_path: Path, name: str = "pkg") -> Path:
@@ -54,7 +63,7 @@ def layers_copy(root: Path, into: Path) -> Path:
     the fixture's f-strings name locals only.
     """
     parts = []
-    for rel in ("cs336_basics/nn_utils.py", "cs336_basics/model.py"):
+    for rel in ("cs336_basics/nn_utils.py", "cs336_basics/model.py", "cs336_basics/transformer.py"):
         source = (root / rel).read_text().replace("from .nn_utils import lookup_rows\n", "")
         tokens = [(t.type, CONTRACT_NAMES.get(t.string, t.string) if t.type == tokenize.NAME else t.string)
                   for t in tokenize.generate_tokens(io.StringIO(source).readline)]
@@ -85,10 +94,12 @@ def test_fixture_mapping_is_read():
     target = package.target("token_embedding", "Embedding")
     assert (target.label, target.file) == ("cs336_basics.model:MyEmbedding", "cs336_basics/model.py")
     assert package.target("embedding_functional", "embedding").label == "cs336_basics.nn_utils:lookup_rows"
-    assert package.parameters == {"learned_positional_embedding": {"LearnedPositionalEmbedding": {"weight": "pe"}}}
+    assert package.parameters["learned_positional_embedding"] == {"LearnedPositionalEmbedding": {"weight": "pe"}}
+    assert package.parameters["swiglu"]["SwiGLU"]["w1.weight"] == "gate_proj.W"
     assert sorted(package.mapped_challenges(list(catalogue()))) == sorted(MAPPED)
     assert "tied_lm_head" in package.unmapped and "not mapped" in package.unmapped["tied_lm_head"]["TiedEmbeddingLM"]
-    assert set(package.data) == {"cs336_basics/__init__.py", "cs336_basics/model.py", "cs336_basics/nn_utils.py"}
+    assert set(package.data) == {"cs336_basics/__init__.py", "cs336_basics/model.py", "cs336_basics/nn_utils.py",
+                                 "cs336_basics/transformer.py"}
 
 
 MALFORMED = [
@@ -225,6 +236,14 @@ def test_forbidden_import_in_a_submodule_fails_forbidden_source(tmp_path):
 
 
 # -- verdicts: in place, and the same code copied into layers.py -------------------------------------
+def test_transformer_layers_in_place_get_the_verdicts_of_their_layers_copy(tmp_path):
+    """Renamed classes, arguments and parameters (ties settled by the mapping) in the CS336 layout."""
+    wanted = ["rms_norm", "multihead_self_attention"]
+    in_place, copied = grade_both(FIXTURE, tmp_path, wanted)
+    assert verdicts(in_place) == verdicts(copied)
+    assert set(verdicts(in_place).values()) == {"passed"}, verdicts(in_place)
+
+
 def test_package_in_place_gets_the_verdicts_of_its_layers_copy(tmp_path):
     in_place, copied = grade_both(FIXTURE, tmp_path, ["token_embedding"])
     assert verdicts(in_place) == verdicts(copied)

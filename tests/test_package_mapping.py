@@ -27,7 +27,7 @@ from validator.runner import bind_by_position
 
 FIXTURE = Path(__file__).resolve().parent / "packages" / "cs336_style"
 MAPPED = ["token_embedding", "embedding_functional", "learned_positional_embedding", "linear", "rms_norm", "swiglu",
-          "softmax", "rope", "attention", "multihead_self_attention"]
+          "softmax", "rope", "attention", "multihead_self_attention", "transformer_block"]
 # The student's names -> the contract's, for the layers.py copy of the same code.
 CONTRACT_NAMES = {"MyEmbedding": "Embedding", "PositionTable": "LearnedPositionalEmbedding",
                   "lookup_rows": "embedding", "ids": "token_ids", "table": "weight", "pe": "weight",
@@ -40,7 +40,8 @@ CONTRACT_NAMES = {"MyEmbedding": "Embedding", "PositionTable": "LearnedPositiona
                   "gate_proj": "w1", "down_proj": "w2", "up_proj": "w3", "wq": "q_proj", "wk": "k_proj",
                   "wv": "v_proj", "wo": "output_proj", "width": "d_model", "axis": "dim", "t": "x", "q": "Q", "k": "K",
                   "v": "V", "n_heads": "num_heads", "rope_theta": "theta", "hidden": "d_ff", "head_dim": "d_k",
-                  "d_in": "in_features", "d_out": "out_features", "positions": "token_positions"}
+                  "d_in": "in_features", "d_out": "out_features", "positions": "token_positions",
+                  "Block": "TransformerBlock"}
 
 
 def copy_package(tmp_path: Path, name: str = "pkg") -> Path:
@@ -238,7 +239,7 @@ def test_forbidden_import_in_a_submodule_fails_forbidden_source(tmp_path):
 # -- verdicts: in place, and the same code copied into layers.py -------------------------------------
 def test_transformer_layers_in_place_get_the_verdicts_of_their_layers_copy(tmp_path):
     """Renamed classes, arguments and parameters (ties settled by the mapping) in the CS336 layout."""
-    wanted = ["rms_norm", "multihead_self_attention"]
+    wanted = ["rms_norm", "multihead_self_attention", "transformer_block"]
     in_place, copied = grade_both(FIXTURE, tmp_path, wanted)
     assert verdicts(in_place) == verdicts(copied)
     assert set(verdicts(in_place).values()) == {"passed"}, verdicts(in_place)
@@ -268,6 +269,9 @@ BROKEN = [
      "token_embedding/weight_gradient"),
     ("cs336_basics/model.py", "return x + self.pe[:seq_len]", "return x + self.pe[:seq_len].detach()",
      "learned_positional_embedding/gradient"),
+    # post-norm: the block's own wiring, graded with the grader's stand-ins for the package's sublayers
+    ("cs336_basics/transformer.py", "h = x + self.attn(self.ln1(x))", "h = self.ln1(x + self.attn(x))",
+     "transformer_block/wiring"),
 ]
 
 

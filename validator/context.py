@@ -161,7 +161,7 @@ class Context:
         if call.get("state") and call["entry"] in self.ambiguous:
             raise CheckErrored(f"the grader cannot load its test weights into {self.label(call['entry'])}: "
                                f"{self.param_problems.get(call['entry'], '')}")
-        mapping = self.param_maps.get(call["entry"]) or {}
+        mapping = self._param_map(call)
         if self.device is not None and "device" not in call:  # a call may pin its device (timing does)
             call = dict(call, device=self.device)
         if self.package is not None:  # the worker holds the package's objects under "challenge.Entry"
@@ -175,25 +175,38 @@ class Context:
 
     def student(self, call: dict, timeout: float, doing: str = "running your code") -> dict:
         reply = self.worker.request({"op": "execute", "call": self.for_student(call)}, self._timeout(timeout), doing)
-        return self._rename_back(call["entry"], reply)
+        return self._rename_back(call, reply)
 
     def student_many(self, calls: list[dict], timeout: float, doing: str = "running your code") -> list[dict]:
         reply = self.worker.request({"op": "execute_many", "calls": [self.for_student(c) for c in calls]},
                                     self._timeout(timeout), doing)
         if not reply.get("ok"):
             raise CheckErrored(format_exception(reply, calls[0]["entry"]))
-        return [self._rename_back(c["entry"], r) for c, r in zip(calls, reply["results"])]
+        return [self._rename_back(c, r) for c, r in zip(calls, reply["results"])]
 
-    def _rename_back(self, entry_name: str, reply: dict) -> dict:
-        mapping = self.param_maps.get(entry_name) or {}
+    def _param_map(self, call: dict) -> dict[str, str]:
+        """Contract parameter name -> the student's, for this call.
+
+        Under stand-ins (validator/standins.py) each stood-in sublayer holds the contract's inner
+        names under the student's attribute for it: the contract's ``attn.q_proj.weight``, which the
+        student calls ``attention.wq.W``, is ``attention.q_proj.weight`` in that call.
+        """
+        mapping = self.param_maps.get(call["entry"]) or {}
+        if not call.get("stand_ins"):
+            return mapping
+        return {c: s.split(".", 1)[0] + "." + c.split(".", 1)[1] if "." in c and "." in s else s
+                for c, s in mapping.items()}
+
+    def _rename_back(self, call: dict, reply: dict) -> dict:
+        mapping = self._param_map(call)
         back = {v: k for k, v in mapping.items()}
         for key in ("param_grads", "params", "params_before", "params_after"):
             if isinstance(reply.get(key), dict):
                 reply[key] = {back.get(k, k): v for k, v in reply[key].items()}
         if isinstance(reply, dict):
             reply.pop("entry_label", None)  # only the grader names things
-            if self.target(entry_name) is not None:
-                reply["entry_label"] = self.label(entry_name)
+            if self.target(call["entry"]) is not None:
+                reply["entry_label"] = self.label(call["entry"])
         return reply
 
     def reference_call(self, call: dict) -> dict:

@@ -104,3 +104,18 @@ class CausalSelfAttention(nn.Module):
             q, k = self.rotary(q, pos.unsqueeze(-2)), self.rotary(k, pos.unsqueeze(-2))
         keep = torch.tril(torch.ones(n, n, dtype=torch.bool, device=x.device))
         return self.wo(attention(q, k, v, keep).transpose(-2, -3).reshape(*batch, n, width))
+
+
+class Block(nn.Module):
+    """The pre-norm block, built from this package's own sublayers."""
+
+    def __init__(self, width, n_heads, hidden, context_length, rope_theta, device=None, dtype=None):
+        super().__init__()
+        self.ln1 = RootMeanSquareNorm(width, device=device, dtype=dtype)
+        self.attn = CausalSelfAttention(width, n_heads, context_length, rope_theta, device=device, dtype=dtype)
+        self.ln2 = RootMeanSquareNorm(width, device=device, dtype=dtype)
+        self.ffn = GatedFFN(width, hidden, device=device, dtype=dtype)
+
+    def forward(self, x):
+        h = x + self.attn(self.ln1(x))
+        return h + self.ffn(self.ln2(h))

@@ -57,13 +57,15 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
           reference_dir: str | Path | None = None, worker: Worker | None = None,
           catalogue: dict[str, Challenge] | None = None, student_arg: str | None = None,
           timeout: float | None = None, on_challenge: Callable[[ChallengeResult], None] | None = None,
-          reference_mode: str = "auto", recorder: Any = None, device: str | None = None) -> Report:
+          reference_mode: str = "auto", recorder: Any = None, device: str | None = None,
+          fail_fast: bool = False) -> Report:
     """Grade ``student_file`` on the selected challenges and return the plain-data report.
 
     ``reference_mode``: ``"live"`` runs reference/layers.py, ``"frozen"`` replays the results that
     ``validator regenerate`` froze under challenges/fixtures (a student handout), ``"auto"`` picks
     live when the reference is present. ``recorder`` collects live reference results.
     ``device`` (e.g. ``"cuda"``) runs the student's layers there; the reference stays on the CPU.
+    ``fail_fast`` stops each challenge at its first check that loses points (see ``grade_challenge``).
     """
     import time
 
@@ -104,7 +106,7 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
                                       key=None if key_all is None else key_all.get(ch.id, {}),
                                       only_checks=set(checks) if checks else None, student_arg=student_arg,
                                       frozen=frozen, recorder=recorder, timeout=timeout, device=device,
-                                      profile=profile)
+                                      profile=profile, fail_fast=fail_fast)
                 results.append(res)
                 if on_challenge:
                     on_challenge(res)

@@ -92,7 +92,7 @@ class Slot:
             report = grade(layers, challenges=self.config.get("challenges"), seed=self.config["seed"],
                            profile=self.config["profile"], answers=answers, worker=worker,
                            catalogue=self.catalogue, reference_dir=self.config.get("reference_dir"),
-                           student_arg=None, reference_mode="live")
+                           student_arg=None, reference_mode="live", fail_fast=bool(self.config.get("fail_fast")))
         finally:
             worker.close()
         report.student = name

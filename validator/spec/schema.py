@@ -204,6 +204,36 @@ class Forbidden(Strict):
         return v
 
 
+class EquivalentMutant(Strict):
+    """A mutant of the reference that `validator strength` reports as surviving, which the instructor
+    has judged unable to change behaviour under the contract; ``reason`` says why."""
+
+    mutant: str = Field(min_length=1)
+    reason: str
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, v: str) -> str:
+        if len(v.strip()) < 10:
+            raise ValueError("say why the mutant cannot change behaviour (a reason of at least 10 characters)")
+        return v
+
+
+class Strength(Strict):
+    """Instructor's notes for `validator strength`: survivors that are equivalent to the reference."""
+
+    equivalent: list[EquivalentMutant] = Field(default_factory=list)
+
+    @field_validator("equivalent")
+    @classmethod
+    def _unique(cls, v: list[EquivalentMutant]) -> list[EquivalentMutant]:
+        ids = [m.mutant for m in v]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"mutant {', '.join(dupes)} is marked equivalent more than once")
+        return v
+
+
 class Challenge(Strict):
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     title: str
@@ -220,6 +250,7 @@ class Challenge(Strict):
     tolerance: Tolerance = "default"
     checks: list[CheckSpec]
     questions: list[Question] = Field(default_factory=list)
+    strength: Strength = Field(default_factory=Strength)
 
     @field_validator("dims")
     @classmethod

@@ -62,7 +62,7 @@ class InputSpec(Strict):
     dtype: Optional[str] = None
     requires_grad: bool = False
     include: list[Dim] = Field(default_factory=list)
-    inject: Optional[Dim] = None
+    inject: Optional[Union[Dim, list[Dim]]] = None  # one invalid value, or several at distinct positions
     repeats: bool = False
     value: Any = None
     choices: list[Any] = Field(default_factory=list)
@@ -80,7 +80,16 @@ class InputSpec(Strict):
             raise ValueError("`...` may appear at most once in a shape")
         if self.choices and self.type != "value":
             raise ValueError("`choices` is for inputs of type value")
+        if isinstance(self.inject, list) and not self.inject:
+            raise ValueError("`inject` takes a value or a non-empty list of values")
         return self
+
+    @property
+    def injected(self) -> list[Dim]:
+        """The invalid values to place, each at its own drawn position."""
+        if self.inject is None:
+            return []
+        return list(self.inject) if isinstance(self.inject, list) else [self.inject]
 
 
 class ToleranceSpec(Strict):

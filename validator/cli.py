@@ -45,6 +45,9 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     rg.add_argument("--force", action="store_true", help="re-record the frozen reference results even if fresh")
     rg.add_argument("--no-self-check", dest="self_check", action="store_false",
                     help="skip grading the reference and the stub")
+    rg.add_argument("--strength", action="store_true",
+                    help="also run `validator strength` (cached) first; the self-check then fails on every surviving "
+                         "mutant not marked equivalent")
 
     rl = sub.add_parser("release", help="instructor: build a student handout or an autograder bundle")
     rl.add_argument("--out", metavar="DIR", help="write the student handout (no reference, no answer key) here")

@@ -174,8 +174,10 @@ class _Generator:
         yield from self._defaults(qualname, fn)
         body = [s for s in fn.body if not _is_docstring(s)]
         for stmt in body:
+            # the inside of an f-string only changes a message's text: the message checks own that
+            in_fstring = {id(n) for j in ast.walk(stmt) if isinstance(j, ast.JoinedStr) for n in ast.walk(j)}
             for node in ast.walk(stmt):
-                if getattr(node, "lineno", None) not in self.solution:
+                if getattr(node, "lineno", None) not in self.solution or id(node) in in_fstring:
                     continue
                 yield from filter(None, self._at(qualname, fn, node))
 

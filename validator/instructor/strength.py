@@ -13,6 +13,7 @@ A survivor that cannot change behaviour is marked in the spec with a reason::
       equivalent:
         - {mutant: "SinusoidalPositionalEncoding.__init__:L0:default:max_seq_len:2048->2049",
            reason: "the table extends past max_seq_len, so the stored length changes no output"}
+        - {mutant: "embedding:*:drop_arg:IndexError[0]", reason: "..."}   # `*` matches any text
 
 Every other survivor is a hole in the checks: the report shows it as a diff with the inputs it
 would need, and the instructor self-check fails on it (see :func:`unmarked_survivors`).
@@ -117,6 +118,27 @@ def mutant_key(mutant: Mutant, *, fingerprint: str, seed: int, profile: str, all
 
 def _summary_path(cache: Path, challenge_id: str) -> Path:
     return cache / f"{challenge_id}.summary.json"
+
+
+# -- equivalence marks ------------------------------------------------------------------------------
+def _pattern(mark: str):
+    import re
+
+    return re.compile(".*".join(re.escape(part) for part in mark.split("*")) + r"\Z")
+
+
+def equivalence_reason(challenge, mutant_id: str) -> str | None:
+    """The spec's reason when ``strength.equivalent`` marks this mutant (``*`` in a mark matches any text)."""
+    for mark in challenge.strength.equivalent:
+        if _pattern(mark.mutant).match(mutant_id):
+            return mark.reason
+    return None
+
+
+def unmatched_marks(challenge, mutant_ids: Sequence[str]) -> list[str]:
+    """Marks under ``strength.equivalent`` that match none of these mutants: a warning, never an error."""
+    return [e.mutant for e in challenge.strength.equivalent
+            if not any(_pattern(e.mutant).match(mid) for mid in mutant_ids)]
 
 
 # -- what a survivor would need -------------------------------------------------------------------
@@ -267,7 +289,8 @@ def strength(*, challenges: Sequence[str] | None = None, jobs: int | None = None
 
     for ch, result, mutants, keys in plans:
         t0 = time.monotonic()
-        marks = {e.mutant: e.reason for e in ch.strength.equivalent}
+        marks = {m.id: equivalence_reason(ch, m.id) for m in mutants}
+        marks = {k: v for k, v in marks.items() if v is not None}
         names = {m.id: name for name, m, c, _ in todo if c.id == ch.id}
         for m in mutants:
             path = cache / f"{keys[m.id]}.json"
@@ -312,9 +335,9 @@ def strength(*, challenges: Sequence[str] | None = None, jobs: int | None = None
         result.survived = sum(r.status == "survived" for r in result.results)
         result.equivalent = sum(r.status == "equivalent" for r in result.results)
         if not partial:
-            generated = {m.id for m in mutants}
-            result.warnings += [f"strength.equivalent names {mid!r}, which is not a mutant of this challenge "
-                                "(renamed or gone: remove or update the mark)" for mid in marks if mid not in generated]
+            result.warnings += [f"strength.equivalent names {mark!r}, which matches no mutant of this challenge "
+                                "(renamed or gone: remove or update the mark)"
+                                for mark in unmatched_marks(ch, [m.id for m in mutants])]
         graded_checks = [c.id for c in ch.checks if not c.advisory and c.points > 0]
         if all_checks:
             result.dead_weight = [c for c in graded_checks if not result.catches.get(c)]
@@ -349,8 +372,7 @@ def unmarked_survivors(challenge, *, reference_file: Path, cache_dir: str | Path
         return None
     if summary.get("fingerprint") != fingerprint(challenge, reference_file=reference_file):
         return None
-    marked = {e.mutant for e in challenge.strength.equivalent}
-    return [m for m in summary.get("survivors", []) if m not in marked]
+    return [m for m in summary.get("survivors", []) if equivalence_reason(challenge, m) is None]
 
 
 def main(*, challenges: Sequence[str] | None = None, json_path: str | None = None, jobs: int | None = None,

@@ -261,3 +261,18 @@ def test_a_regime_naming_no_dim_is_a_spec_error(tmp_path):
     path.write_text(text)
     with pytest.raises(SpecError, match="width.*not a dim"):
         load_challenge(path)
+
+
+# -- the catalogue holds the line ----------------------------------------------------------------------
+@pytest.mark.thorough
+def test_the_catalogue_leaves_no_unmarked_survivor(tmp_path):
+    """Every mutant of the reference that can change behaviour is caught; the rest are marked with a reason.
+    Cached under .validator-cache/strength, so a rerun after an unrelated change grades nothing."""
+    from validator.instructor.strength import strength
+
+    report = strength(jobs=2)
+    problems = [f"{c.id}: {r.id}\n{r.diff}" for c in report.challenges for r in c.results
+                if r.status in ("survived", "error")]
+    assert not problems, "\n".join(problems)
+    warnings = [w for c in report.challenges for w in c.warnings]
+    assert not warnings, warnings

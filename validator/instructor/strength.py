@@ -160,8 +160,11 @@ def input_family(mutant: Mutant, challenge) -> list[str]:
     elif mutant.operator == "drop_stmt" and mutant.detail in ("if", "raise", "assert"):
         needs.append(f"an invalid input that trips `{mutant.original_line}`: a `raises` check "
                      "(several invalid values at once with `inject: [...]`, the message with `message_contains`)")
-    elif mutant.operator in ("drop_kwarg", "drop_arg") and any(n in names for n in ("device", "dtype")):
-        needs.append("a dtype/device configuration: build with `dtype=`/`device=` and look at the result")
+    elif mutant.operator in ("drop_kwarg", "drop_arg") and "dtype" in names:
+        needs.append("inputs (or a layer) in a dtype other than the default, reduced precision included "
+                     "(float16, bfloat16): the result's dtype and values must follow the contract")
+    elif mutant.operator in ("drop_kwarg", "drop_arg") and "device" in names:
+        needs.append("another device: `--device cuda` (on the CPU every tensor is already on the right device)")
     elif mutant.operator == "constant" and mutant.line:
         needs.append(f"inputs where the constant in `{mutant.original_line}` matters")
     if dims:

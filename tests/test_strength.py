@@ -177,6 +177,10 @@ def test_three_mutants_are_graded_fail_fast_then_come_from_the_cache(tmp_path):
     assert again.challenges[0].graded == 0 and all(r.cached for r in again.challenges[0].results)
     assert [r.status for r in again.challenges[0].results] == [r.status for r in ch.results]
     json.dumps(report.to_dict())  # plain data
+    from validator.reporters.strength import render_text
+
+    text = render_text(report)
+    assert "learned_positional_embedding: 2/2 non-equivalent mutants caught" in text and "SURVIVED" not in text
 
 
 # -- the engine features, one broken file per class, caught by the check that names it ----------------

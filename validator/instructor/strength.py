@@ -305,8 +305,7 @@ def strength(*, challenges: Sequence[str] | None = None, jobs: int | None = None
                     caught_by, message = _caught_by(got["report"], ch.id)
                     entry = {"mutant": m.id, "caught_by": caught_by, "message": message,
                              "seconds": round(got["seconds"], 2)}
-                    if use_cache or not path.exists():
-                        path.write_text(json.dumps(entry) + "\n", encoding="utf-8")
+                    path.write_text(json.dumps(entry) + "\n", encoding="utf-8")
                 else:
                     result.results.append(MutantResult(id=m.id, status="error",
                                                        message=(got["error"] or "no report")[-300:]))

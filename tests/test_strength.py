@@ -158,6 +158,15 @@ def test_a_handout_spec_has_no_strength_block():
     assert "strength" not in stripped and stripped["checks"] == yaml.safe_load(text)["checks"]
 
 
+def test_the_command_is_a_staff_command_and_refuses_an_unknown_challenge(capsys):
+    from validator import cli
+    from validator.instructor.strength import main
+
+    assert "strength" in cli.STAFF_COMMANDS
+    assert main(challenges=["no_such_challenge"]) == 2
+    assert "unknown challenge no_such_challenge" in capsys.readouterr().err
+
+
 # -- grading mutants through the batch slots -----------------------------------------------------------
 def test_three_mutants_are_graded_fail_fast_then_come_from_the_cache(tmp_path):
     from validator.instructor.strength import strength

@@ -258,37 +258,34 @@ def strength(*, challenges: Sequence[str] | None = None, jobs: int | None = None
                 (folder / "layers.py").write_text(m.source, encoding="utf-8")
                 folders[name] = str(folder)
             limits = Limits(wall_s=float(timeout), cpu_s=max(1, int(timeout)), memory_mb=int(memory))
-            # one slot grades every selected challenge's mutants: the task says which challenge (see below)
-            by_challenge: dict[str, list[tuple[str, Mutant, Any, str]]] = {}
-            for task in todo:
-                by_challenge.setdefault(task[2].id, []).append(task)
-            for cid, tasks in by_challenge.items():
-                config = slot_config(challenges=[cid], seed=seed, profile=profile, limits=limits,
-                                     isolate=isolate, hide=(tmp,), fail_fast=not all_checks)
-                pool = Pool(config, workers=min(jobs, len(tasks) + 1), watchdog_s=2 * timeout + 300, keep=True)
-                done = 0
-                t0 = time.monotonic()
+            # one pool for every challenge: each task names its challenge, so the slots stay busy across them
+            ids = list(dict.fromkeys(task[2].id for task in todo))
+            config = slot_config(challenges=ids, seed=seed, profile=profile, limits=limits, isolate=isolate,
+                                 hide=(tmp,), fail_fast=not all_checks)
+            pool = Pool(config, workers=min(jobs, len(todo)), watchdog_s=2 * timeout + 300, keep=True)
+            left = {cid: sum(t[2].id == cid for t in todo) for cid in ids}
+            t0 = time.monotonic()
 
-                def on_result(outcome: Outcome, tasks=tasks) -> None:
-                    nonlocal done
-                    done += 1
-                    fresh[outcome.name] = {"report": outcome.report, "error": outcome.error,
-                                           "seconds": outcome.seconds}
-                    if done % 10 == 0 or done == len(tasks):
-                        say(f"  {cid}: {done}/{len(tasks)} graded ({time.monotonic() - t0:.0f} s)")
+            def on_result(outcome: Outcome) -> None:
+                fresh[outcome.name] = {"report": outcome.report, "error": outcome.error, "seconds": outcome.seconds}
+                cid = outcome.name.rsplit("-", 1)[0]
+                left[cid] -= 1
+                if not left[cid]:
+                    say(f"  {cid}: graded ({time.monotonic() - t0:.0f} s since the start)")
 
-                try:
-                    pool.start(min(jobs, len(tasks)))
-                    with tempfile.TemporaryDirectory(prefix="validator-strength-canary-") as ctmp:
-                        canary = canary_folder(reference_dir=paths.reference_dir(), into=ctmp)
-                        outcomes: list[Outcome] = []
-                        pool.run([(".canary", str(canary))], outcomes.append)
-                    problem = canary_problem(outcomes[0]) if outcomes else "the reference was not graded"
-                    if problem:
-                        raise RuntimeError(f"{cid}: {problem}")
-                    pool.run([(name, folders[name]) for name, *_ in tasks], on_result)
-                finally:
-                    pool.close()
+            try:
+                pool.start(min(jobs, len(todo)))
+                # the reference first, on the same slots: if it loses a point, no mutant's verdict means anything
+                with tempfile.TemporaryDirectory(prefix="validator-strength-canary-") as ctmp:
+                    canary = canary_folder(reference_dir=paths.reference_dir(), into=ctmp)
+                    outcomes: list[Outcome] = []
+                    pool.run([(".canary", str(canary))], outcomes.append)
+                problem = canary_problem(outcomes[0]) if outcomes else "the reference was not graded"
+                if problem:
+                    raise RuntimeError(problem)
+                pool.run([(name, folders[name], [ch.id]) for name, _, ch, _ in todo], on_result)
+            finally:
+                pool.close()
 
     for ch, result, mutants, keys in plans:
         t0 = time.monotonic()

@@ -274,6 +274,9 @@ def test_a_regime_naming_no_dim_is_a_spec_error(tmp_path):
     path.write_text(text)
     with pytest.raises(SpecError, match="width.*not a dim"):
         load_challenge(path)
+    path.write_text(text.replace("regimes: [[n > width]]", "dims: {n: 2}, regimes: [[n > 3]]"))
+    with pytest.raises(SpecError, match="never holds"):
+        load_challenge(path)
 
 
 # -- the catalogue holds the line ----------------------------------------------------------------------

@@ -29,17 +29,23 @@ class CaseParams(OverrideParams):
     regimes: list[list[str]] = []
 
     def check_against(self, challenge, check):
-        from validator.cases import parse_relation
+        from validator.cases import holds, parse_relation
 
         problems = super().check_against(challenge, check)
         for i, regime in enumerate(self.regimes):
             if not regime:
                 problems.append((("regimes", i), "a regime lists at least one relation"))
+            fixed = {**{k: v for k, v in challenge.dims.items() if isinstance(v, int)}, **self.dims}
             for j, relation in enumerate(regime):
                 try:
-                    parse_relation(relation, set(challenge.dims))
+                    left, _, right = parse_relation(relation, set(challenge.dims))
                 except ValueError as exc:
                     problems.append((("regimes", i, j), str(exc)))
+                    continue
+                known = all(x.isdigit() or x in fixed for x in (left, right))
+                if known and not holds([relation], fixed):
+                    problems.append((("regimes", i, j), f"{relation!r} never holds: the check fixes "
+                                     + ", ".join(f"{x}={fixed[x]}" for x in (left, right) if x in fixed)))
         return problems
 
 

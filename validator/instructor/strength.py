@@ -380,7 +380,7 @@ def main(*, challenges: Sequence[str] | None = None, json_path: str | None = Non
     """Entry for the CLI: exit 0 when every non-equivalent mutant is caught, 1 when some survive,
     2 for usage or spec errors, 3 when the grader failed (the reference lost points, a mutant errored)."""
     from validator.api import UsageError
-    from validator.reporters.strength import render_text
+    from validator.reporters.strength import render_text, write_json
     from validator.spec import SpecError
 
     out = stream or sys.stdout
@@ -396,8 +396,7 @@ def main(*, challenges: Sequence[str] | None = None, json_path: str | None = Non
         return EXIT_GRADER
     out.write(render_text(report))
     if json_path:
-        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_path).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+        write_json(report, json_path)
     if any(c.errors for c in report.challenges):
         return EXIT_GRADER
     return EXIT_SURVIVORS if report.survived else EXIT_OK

@@ -1,6 +1,16 @@
-"""Render a `validator strength` report (validator.instructor.strength.StrengthReport) as terminal text."""
+"""Render a `validator strength` report (validator.instructor.strength.StrengthReport): terminal text, JSON."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def write_json(report, path: str | Path) -> None:
+    """The report as plain data (``StrengthReport.to_dict``), self-contained: diffs, reasons and hints included."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
 
 
 def _indent(text: str, pad: str = "      ") -> str:

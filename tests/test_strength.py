@@ -199,6 +199,7 @@ CLASSES = [
     ("token_embedding", "one_bad_id_to_int.py", {"several_ids_too_large_raise"}),
     ("sinusoidal_positional_encoding", "odd_dim_empty_message.py", {"function_odd_dim_message"}),
     ("sinusoidal_positional_encoding", "stored_table_bound_on_width.py", {"module_extrapolates"}),
+    ("sinusoidal_positional_encoding", "float32_buffer_promotes_low_precision_x.py", {"module_bfloat16_dtype"}),
 ]
 
 
@@ -211,8 +212,9 @@ def test_each_class_of_survivor_is_caught_by_the_check_that_names_it(challenge, 
 
 @pytest.mark.parametrize("challenge,owners", [
     ("sinusoidal_positional_encoding", {"function_default_base", "module_defaults", "function_odd_dim_message",
-                                        "module_extrapolates", "module_extrapolates_with_base"}),
-    ("transformer_embedding", {"default_configuration", "several_ids_too_large_raise", "sinusoidal_extends"}),
+                                        "module_extrapolates", "module_extrapolates_with_base", "module_bfloat16_dtype"}),
+    ("transformer_embedding", {"default_configuration", "several_ids_too_large_raise", "sinusoidal_extends",
+                               "sinusoidal_extends_dtype"}),
 ])
 def test_a_correct_implementation_passes_the_new_checks(challenge, owners):
     correct = sorted((IMPLEMENTATIONS / challenge / "correct").glob("*.py"))[0]

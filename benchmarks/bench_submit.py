@@ -2,14 +2,15 @@
 
 Run: python benchmarks/bench_submit.py [--repeat N]
 Prints the median of N runs for: python -c "import torch"; submit-build on
-token_embedding; submit-build on the whole catalogue; and their ratios to the
-import. Both are measured in the same run, on the same machine, so the ratio
+token_embedding; submit-build on the whole catalogue (default --jobs, then --jobs 1);
+and their ratios to the import. Both are measured in the same run, on the same machine, so the ratio
 is what to compare across machines.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -38,10 +39,12 @@ def main() -> None:
     t_import = timed([sys.executable, "-c", "import torch"], args.repeat)
     t_one = timed(base + ["--challenge", "token_embedding"], args.repeat)
     t_all = timed(base, args.repeat)
+    t_serial = timed(base + ["--jobs", "1"], args.repeat)
     print(f"import torch                         {t_import:7.2f} s")
     print(f"submit-build token_embedding         {t_one:7.2f} s  ({t_one / t_import:5.1f}x import torch)")
     print(f"submit-build whole catalogue         {t_all:7.2f} s  ({t_all / t_import:5.1f}x import torch, "
-          f"{t_all / t_one:4.1f}x one challenge)")
+          f"{t_all / t_one:4.1f}x one challenge; default --jobs on {os.cpu_count()} cores)")
+    print(f"  the same with --jobs 1             {t_serial:7.2f} s  ({t_serial / t_import:5.1f}x import torch)")
 
 
 if __name__ == "__main__":

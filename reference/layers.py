@@ -359,3 +359,100 @@ class XavierEmbedding(nn.Module):
         # BEGIN SOLUTION
         return embedding(token_ids, self.weight)
         # END SOLUTION
+
+
+class Linear(nn.Module):
+    """A linear map without bias, ``y = x W^T``, as in the CS336 assignment.
+
+    Holds one ``nn.Parameter`` named ``weight`` of shape ``(out_features, in_features)``,
+    created with the given ``device`` and ``dtype`` and initialised from a normal
+    distribution with mean 0 and variance ``2 / (in_features + out_features)``,
+    truncated at three standard deviations.
+    """
+
+    def __init__(self, in_features: int, out_features: int, device=None, dtype=None) -> None:
+        """Create and initialise ``weight`` (``device="meta"`` must work)."""
+        super().__init__()
+        # BEGIN SOLUTION
+        self.in_features = in_features
+        self.out_features = out_features
+        self.weight = nn.Parameter(torch.empty((out_features, in_features), device=device, dtype=dtype))
+        std = math.sqrt(2.0 / (in_features + out_features))
+        nn.init.trunc_normal_(self.weight, mean=0.0, std=std, a=-3.0 * std, b=3.0 * std)
+        # END SOLUTION
+
+    def forward(self, x: Float[Tensor, "... in_features"]) -> Float[Tensor, "... out_features"]:
+        """Return ``x @ weight.T`` of shape ``(..., out_features)``, in the weight's dtype."""
+        # BEGIN SOLUTION
+        return torch.einsum("...i,oi->...o", x, self.weight)
+        # END SOLUTION
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square layer normalisation with a learned gain.
+
+    ``y = x / sqrt(mean(x^2 over the last axis) + eps) * weight``. Holds one
+    ``nn.Parameter`` named ``weight`` of shape ``(d_model,)``, initialised to ones.
+    The statistics are computed in float32 (or wider): a bfloat16 or float16 input is
+    upcast first, and the result is cast back to the input's dtype.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5, device=None, dtype=None) -> None:
+        """Create ``weight`` (ones) and remember ``eps``."""
+        super().__init__()
+        # BEGIN SOLUTION
+        self.d_model = d_model
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model, device=device, dtype=dtype))
+        # END SOLUTION
+
+    def forward(self, x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
+        """Normalise ``x`` over its last axis; the output has ``x``'s shape and dtype."""
+        # BEGIN SOLUTION
+        in_dtype = x.dtype
+        wide = x.to(torch.promote_types(in_dtype, torch.float32))
+        inv_rms = torch.rsqrt(wide.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return (wide * inv_rms * self.weight).to(in_dtype)
+        # END SOLUTION
+
+
+class SwiGLU(nn.Module):
+    """The SwiGLU feed-forward network of LLaMA: ``w2(silu(w1 x) * w3 x)``.
+
+    Holds three bias-free linear maps ``w1`` (``d_model -> d_ff``), ``w3``
+    (``d_model -> d_ff``) and ``w2`` (``d_ff -> d_model``), whose weights are the
+    parameters ``w1.weight (d_ff, d_model)``, ``w3.weight (d_ff, d_model)`` and
+    ``w2.weight (d_model, d_ff)``. ``silu(z) = z * sigmoid(z)``, written by hand.
+    """
+
+    def __init__(self, d_model: int, d_ff: int, device=None, dtype=None) -> None:
+        """Create ``w1``, ``w2`` and ``w3`` (each initialised like ``Linear``)."""
+        super().__init__()
+        # BEGIN SOLUTION
+        self.w1 = Linear(d_model, d_ff, device=device, dtype=dtype)
+        self.w2 = Linear(d_ff, d_model, device=device, dtype=dtype)
+        self.w3 = Linear(d_model, d_ff, device=device, dtype=dtype)
+        # END SOLUTION
+
+    def forward(self, x: Float[Tensor, "... d_model"]) -> Float[Tensor, "... d_model"]:
+        """Return ``w2(silu(w1(x)) * w3(x))`` of shape ``(..., d_model)``."""
+        # BEGIN SOLUTION
+        gate = self.w1(x)
+        return self.w2(gate * torch.sigmoid(gate) * self.w3(x))
+        # END SOLUTION
+
+
+def softmax(x: Float[Tensor, "..."], dim: int) -> Float[Tensor, "..."]:
+    """``exp(x) / sum(exp(x))`` along ``dim``, stable for inputs of any magnitude.
+
+    The output has the shape and dtype of ``x``; a bfloat16 or float16 input is
+    computed in float32 and the result cast back. Subtracting the maximum along
+    ``dim`` first leaves the result unchanged and keeps every exponent <= 0, so
+    nothing overflows (no inf or NaN at |x| = 1e4).
+    """
+    # BEGIN SOLUTION
+    wide = x.to(torch.promote_types(x.dtype, torch.float32))
+    shifted = wide - wide.amax(dim=dim, keepdim=True)
+    exps = torch.exp(shifted)
+    return (exps / exps.sum(dim=dim, keepdim=True)).to(x.dtype)
+    # END SOLUTION

@@ -18,8 +18,8 @@ import torch
 import yaml
 
 from validator.instructor import stubgen
-from validator.instructor.fixtures import (FixtureFile, FrozenReference, Recorder, call_key, decode, encode,
-                                           fixture_path)
+from validator.instructor.fixtures import RecordingReference
+from validator.reference_side import FixtureFile, FrozenReference, call_key, decode, encode, fixture_path
 from validator.instructor.regenerate import plan, regenerate
 from validator.spec import load_catalogue
 
@@ -243,7 +243,7 @@ def test_call_keys_are_stable_across_processes():
             "init_kwargs": {"dtype": torch.float64, "device": "meta"}, "seed": 3, "want": ["output"],
             "state": {"w": torch.ones(2, dtype=torch.bfloat16)}, "grad_output": None}
     here = call_key(call)
-    script = ("import torch; from validator.instructor.fixtures import call_key; print(call_key({'grad_output': None, "
+    script = ("import torch; from validator.reference_side import call_key; print(call_key({'grad_output': None, "
               "'state': {'w': torch.ones(2, dtype=torch.bfloat16)}, 'want': ['output'], 'seed': 3, "
               "'init_kwargs': {'device': 'meta', 'dtype': torch.float64}, 'entry': 'f', "
               "'inputs': [{'requires_grad': True, 'value': torch.arange(6.0).reshape(2, 3)}]}))")
@@ -270,18 +270,18 @@ def test_a_miss_rejects_inside_a_search_and_defers_outside():
 
     from validator.context import ReferenceUnavailable
 
-    recorder = Recorder()
-    recorder({"x": 1}, {"ok": True, "output": torch.ones(1), "seconds": 0.1})
+    recorder = RecordingReference({})
+    recorder.record({"x": 1}, {"ok": True, "output": torch.ones(1), "seconds": 0.1})
     frozen = FrozenReference({"c": FixtureFile("c", "f", [1], ["quick"], [], {}, recorder.results)})
-    assert "seconds" not in frozen.lookup("c", {"x": 1}) and frozen.hits == 1
+    assert "seconds" not in frozen.call("c", {"x": 1}) and frozen.hits == 1
     with pytest.raises(ReferenceUnavailable, match="deferred to official grading"):
-        frozen.lookup("c", {"x": 2})
+        frozen.call("c", {"x": 2})
     seen = []
 
     @settings(max_examples=20, database=None)
     @given(st.integers(1, 3))
     def search(x):
-        frozen.lookup("c", {"x": x})
+        frozen.call("c", {"x": x})
         seen.append(x)
 
     search()

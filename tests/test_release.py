@@ -21,7 +21,7 @@ from test_autograder import hostile_run, needs_sandbox
 from test_regenerate import BROKEN, CORRECT, MINI_KEY, MINI_SHIFT_SPEC, MINI_SPEC, make_project, run_regenerate
 from validator.api import grade
 from validator.instructor import stubgen
-from validator.instructor.fixtures import RECORD_SEEDS
+from validator.reference_side import RECORD_SEEDS
 from validator.instructor.release import build_autograder, find_leaks, handout, secrets
 from validator.spec import load_catalogue
 
@@ -97,7 +97,7 @@ def test_handout_layout(released):
     assert yaml.safe_load((out / "student" / "answers.yaml").read_text()) == {"scaling": {"factor": None, "kind": None}}
     for name in ("scaling.yaml", "scaling.md", "fixtures/scaling.frozen", "shifting.md"):
         assert (out / "challenges" / name).exists(), name
-    assert sorted(p.name for p in (out / "validator" / "instructor").glob("*.py")) == ["__init__.py", "fixtures.py"]
+    assert sorted(p.name for p in (out / "validator" / "instructor").glob("*.py")) == ["__init__.py"]
     assert not (out / "reference").exists() and not (out / "tests").exists()
     assert "hypothesis==" in (out / "pyproject.toml").read_text()
 

@@ -67,10 +67,11 @@ def test_an_init_failure_shows_its_histogram():
 def test_histogram_marks_mass_outside_the_expected_range():
     import torch
 
-    from validator.stats import Distribution, text_histogram
+    from validator.reporters.figures import text_histogram
+    from validator.stats import Distribution, histogram
 
     dist = Distribution("truncated_normal", mean=0.0, std=1.0, a=-3.0, b=3.0)
     sample = torch.randn(200_000, generator=torch.Generator().manual_seed(0)) * 1.5
-    rows = text_histogram(sample, dist)
+    rows = text_histogram(histogram(sample, dist))
     assert rows[0].strip().startswith("< -3") and rows[-1].strip().startswith("> 3")
     assert len(rows) == 12 + 2

@@ -8,9 +8,11 @@ from typing import Any, Callable, Sequence
 import torch
 
 from validator import paths
-from validator.grading import grade_challenge, load_reference
+from validator.grading import grade_challenge
+from validator.parallel import grade_all
 from validator.profiles import get_settings
 from validator.questions import load_key
+from validator.reference_side import DEFERRED, FrozenReference, LiveReference, ReferenceSide
 from validator.runner import skip_absent_device_seeding
 from validator.results import ChallengeResult, Report
 from validator.spec import Challenge, load_catalogue
@@ -57,22 +59,33 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
           reference_dir: str | Path | None = None, worker: Worker | None = None,
           catalogue: dict[str, Challenge] | None = None, student_arg: str | None = None,
           timeout: float | None = None, on_challenge: Callable[[ChallengeResult], None] | None = None,
-          reference_mode: str = "auto", recorder: Any = None, device: str | None = None,
-          fail_fast: bool = False) -> Report:
+          reference_mode: str = "auto", reference: ReferenceSide | None = None,
+          device: str | None = None, jobs: int = 1, package: Any = None, fail_fast: bool = False) -> Report:
     """Grade ``student_file`` on the selected challenges and return the plain-data report.
 
     ``reference_mode``: ``"live"`` runs reference/layers.py, ``"frozen"`` replays the results that
     ``validator regenerate`` froze under challenges/fixtures (a student handout), ``"auto"`` picks
-    live when the reference is present. ``recorder`` collects live reference results.
+    live when the reference is present. ``reference`` supplies the reference side itself (the
+    instructor's recording one); the answer key is still read from ``reference_dir``.
     ``device`` (e.g. ``"cuda"``) runs the student's layers there; the reference stays on the CPU.
+    ``jobs`` > 1 grades challenges in that many forked graders, each with its own worker (the CPU only:
+    a CUDA context does not survive a fork); results and ``on_challenge`` keep the catalogue order.
+    ``package`` (a :class:`validator.package.StudentPackage`, see :func:`validator.package.load_package`)
+    grades a student's own package through its mapping; ``student_file`` is then its root. A worker
+    passed in must have been made for it (:meth:`StudentPackage.worker_request`).
     ``fail_fast`` stops each challenge at its first check that loses points (see ``grade_challenge``).
     """
+    import shutil
     import time
 
     started = time.perf_counter()
     check_device(device)
     student_file = Path(student_file)
     own_worker = worker is None
+    staged = None
+    if own_worker and package is not None:
+        staged = package.stage()  # the worker imports the bytes that were read and scanned, never the live folder
+        worker = Worker(student_file, package=package.worker_request(staged))
     worker = worker or Worker(student_file)
     worker.start()
     try:
@@ -81,35 +94,32 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
         ref_dir = Path(reference_dir) if reference_dir else paths.reference_dir()
         ref_file = ref_dir / "layers.py"
         notes: list[str] = []
-        frozen = None
-        if reference_mode == "frozen" or (reference_mode == "auto" and not ref_file.exists()):
-            frozen, profile, notes = _frozen_reference(
+        if reference is not None:
+            side, key_all = reference, load_key(ref_dir / "answer_key.yaml")
+        elif reference_mode == "frozen" or (reference_mode == "auto" and not ref_file.exists()):
+            side, profile, notes = _frozen_reference(
                 Path(challenges_dir) if challenges_dir else paths.challenges_dir(), selected, seed, profile,
                 ref_file)
-            reference, key_all = None, None
+            key_all = None
         else:
             if not ref_file.exists():
                 raise UsageError(f"no reference at {ref_file}: this copy cannot grade locally")
-            reference = load_reference(ref_file)
-            key_all = load_key(ref_dir / "answer_key.yaml")
+            side, key_all = LiveReference.from_file(ref_file), load_key(ref_dir / "answer_key.yaml")
         settings = get_settings(profile)
         skip_absent_device_seeding()  # the reference runs here: seeding must not cost ~5 ms a call
-        results = []
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # like the worker: sums over repeated IDs come out bit-identical
+
+        def grade_one(ch: Challenge, on: Worker) -> ChallengeResult:
+            return grade_challenge(ch, worker=on, ref=side, student_file=student_file, seed=seed, settings=settings,
+                                   answers=(answers or {}).get(ch.id, {}),
+                                   key=None if key_all is None else key_all.get(ch.id, {}),
+                                   only_checks=set(checks) if checks else None, student_arg=student_arg,
+                                   timeout=timeout, device=device, profile=profile, package=package,
+                                   fail_fast=fail_fast)
         try:
-            for ch in selected:
-                res = grade_challenge(ch, worker=worker, reference=reference,
-                                      reference_file=None if frozen else str(ref_file),
-                                      student_file=student_file, seed=seed, settings=settings,
-                                      answers=(answers or {}).get(ch.id, {}),
-                                      key=None if key_all is None else key_all.get(ch.id, {}),
-                                      only_checks=set(checks) if checks else None, student_arg=student_arg,
-                                      frozen=frozen, recorder=recorder, timeout=timeout, device=device,
-                                      profile=profile, fail_fast=fail_fast)
-                results.append(res)
-                if on_challenge:
-                    on_challenge(res)
+            results = grade_all(selected, worker=worker, jobs=1 if device else jobs, grade_one=grade_one,
+                                on_challenge=on_challenge)
         finally:
             torch.set_num_threads(threads)
         return Report(challenges=results, seed=seed, student=str(student_file), profile=profile,
@@ -117,13 +127,13 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
     finally:
         if own_worker:
             worker.close()
+        if staged is not None:
+            shutil.rmtree(staged, ignore_errors=True)
 
 
 def _frozen_reference(challenges_dir: Path, selected: Sequence[Challenge], seed: int, profile: str,
-                      ref_file: Path) -> tuple[Any, str, list[str]]:
+                      ref_file: Path) -> tuple[FrozenReference, str, list[str]]:
     """Handout mode: load the fixtures; fall back to a recorded profile; say what is deferred."""
-    from validator.instructor.fixtures import DEFERRED, FrozenReference
-
     ids = [c.id for c in selected]
     frozen = FrozenReference.load(challenges_dir, ids)
     missing = [i for i in ids if i not in frozen.files]
@@ -155,7 +165,5 @@ def handout_seeds(*, challenges: Sequence[str], challenges_dir: str | Path | Non
     ref_dir = Path(reference_dir) if reference_dir else paths.reference_dir()
     if (ref_dir / "layers.py").exists():
         return None
-    from validator.instructor.fixtures import FrozenReference
-
     frozen = FrozenReference.load(Path(challenges_dir) if challenges_dir else paths.challenges_dir(), challenges)
     return frozen.seeds(challenges) or None

@@ -201,7 +201,7 @@ def _input(draw, spec: InputSpec, dims: dict[str, int]) -> tuple[Any, list[str]]
             notes.append(", ".join(f"ID {value} at flat position {pos}" for pos, value in zip(where, bad)))
         return flat.reshape(shape).to(dtype), notes
     dtype = DTYPES[spec.dtype] if spec.dtype else torch.get_default_dtype()
-    value = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
+    value = (torch.randn(shape, generator=gen, dtype=torch.float64) * (spec.scale or 1.0)).to(dtype)
     return value, notes
 
 
@@ -255,5 +255,5 @@ def fixed_case(challenge: Challenge, entry: Entry, *, dims: dict[str, int] | Non
             inputs[name] = torch.randint(0, high, shape, generator=gen).to(DTYPES[spec.dtype or "int64"])
         else:
             dtype = DTYPES[spec.dtype] if spec.dtype else torch.get_default_dtype()
-            inputs[name] = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
+            inputs[name] = (torch.randn(shape, generator=gen, dtype=torch.float64) * (spec.scale or 1.0)).to(dtype)
     return Case(dims=dims, inputs=inputs, seed=seed)

@@ -18,9 +18,16 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     sb = sub.add_parser("submit-build", help="grade your student/layers.py and print the report")
     sb.add_argument("--challenge", action="append", dest="challenges", metavar="ID",
                     help="grade only this challenge (repeatable); default: all")
-    sb.add_argument("--student", metavar="PATH", help="a layers.py file or a directory holding one")
+    sb.add_argument("--student", metavar="PATH",
+                    help="a layers.py file, a directory holding one, or the root of your own package (graded "
+                         "through the [tool.validator.map] table of its pyproject.toml, or --map)")
+    sb.add_argument("--map", dest="map_path", metavar="PATH",
+                    help="a TOML file saying which class or function of your package implements each entry "
+                         "(the tables of [tool.validator]); --student is then your package's root")
     sb.add_argument("--answers", metavar="PATH", help="answers YAML (default: answers.yaml beside layers.py)")
     sb.add_argument("--json", dest="json_path", metavar="PATH", help="also write the report as JSON")
+    sb.add_argument("--html", dest="html_path", metavar="PATH",
+                    help="also write the report as one self-contained HTML page, with the init histograms")
     sb.add_argument("--seed", type=int, help="replay a run: the seed printed in a report")
     sb.add_argument("--check", action="append", dest="checks", metavar="ID",
                     help="run only this check (repeatable), e.g. to reproduce a failure")
@@ -33,6 +40,9 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     sb.add_argument("--device", metavar="DEVICE",
                     help="run your layers on this torch device, e.g. cuda (the reference and the comparisons "
                          "stay on the CPU; the speed check times the CPU)")
+    sb.add_argument("--jobs", type=int, metavar="N",
+                    help="grade this many challenges at once, each with its own worker "
+                         "(default: one per core, at most 4; results are the same)")
 
     if handout:
         return parser

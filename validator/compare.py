@@ -6,6 +6,8 @@ elements differ, the worst index with both values, and the tolerance allowed.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 # (atol, rtol) by dtype: torch.testing's defaults.
@@ -104,3 +106,50 @@ def mismatch(actual: object, expected: torch.Tensor, *, atol: float, rtol: float
         allowed = atol + rtol * abs(want)
         text += f" (|difference| {abs(got - want):.3g}, allowed {allowed:.3g} = atol {atol:g} + rtol {rtol:g} x |expected|)"
     return text
+
+
+def rounding_mismatch(actual: object, expected: torch.Tensor, *, ulps: int = 1, fraction: float = 0.02,
+                      what: str = "output") -> str | None:
+    """None when ``actual`` equals ``expected`` up to the rounding of ``expected``'s (reduced) precision.
+
+    The reference computes in float32 and rounds once to ``expected.dtype`` (bfloat16: eps 2^-7, float16:
+    eps 2^-10). Another float32 formula rounds to the same value except where its float32 result straddles
+    a rounding boundary: then it is one ulp away, in a small fraction of the elements (measured: under 1%).
+    So every element must lie within ``ulps`` ulp (``ulps * eps * |expected|``, plus the subnormal spacing
+    near zero), and at most ``fraction`` of them (at least one) may differ at all. A computation in the
+    reduced precision itself rounds several times and is off by an ulp in a large share of the elements.
+    ``actual`` is rounded to ``expected.dtype`` first: its dtype is the dtype check's business.
+    """
+    if not isinstance(actual, torch.Tensor):
+        return f"{what} is {type(actual).__name__}, expected a tensor of shape {tuple(expected.shape)}"
+    if tuple(actual.shape) != tuple(expected.shape):
+        return f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+    n = expected.numel()
+    if n == 0:
+        return None
+    info = torch.finfo(expected.dtype)
+    e = expected.detach().to(torch.float64)
+    a = actual.detach().to(expected.dtype).to(torch.float64)
+    spacing = info.eps * e.abs() + info.smallest_normal * info.eps
+    same = (a == e) | (torch.isnan(a) & torch.isnan(e))
+    within = ((a - e).abs() <= ulps * spacing) & torch.isfinite(a)
+    far = ~same & ~within
+    differ = int((~same).sum())
+    allowed = max(1, math.ceil(fraction * n))
+    if not int(far.sum()) and differ <= allowed:
+        return None
+    ulp_err = torch.where(same, torch.zeros_like(e), ((a - e).abs() / spacing).nan_to_num(nan=float("inf")))
+    flat = int(ulp_err.reshape(-1).argmax())
+    index = [int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(e.shape))] if e.dim() else []
+    dtype = str(expected.dtype).removeprefix("torch.")
+    eps_text = f"eps 2^{int(round(math.log2(info.eps)))} = {info.eps:.3g}"
+    got, want = a.reshape(-1)[flat].item(), e.reshape(-1)[flat].item()
+    worst = f"worst at index {index}: got {got:.6g}, expected {want:.6g}"
+    if int(far.sum()):
+        return (f"{what}: {int(far.sum())} of {n} elements are more than {ulps} ulp of {dtype} ({eps_text} relative) "
+                f"away from the reference evaluated on the same {dtype} inputs; {worst} "
+                f"({ulp_err.reshape(-1)[flat].item():.3g} ulp)")
+    return (f"{what}: {differ} of {n} elements ({100.0 * differ / n:.3g}%) differ from the reference evaluated on "
+            f"the same {dtype} inputs, by one ulp of {dtype} ({eps_text} relative); {worst}. A float32 computation "
+            f"rounded once to {dtype} differs in at most {allowed} of them ({fraction:.0%}): many one-ulp errors mean "
+            f"rounding at several steps, i.e. the computation ran in {dtype} itself")

@@ -1,7 +1,8 @@
 """What a check needs to grade one challenge: the spec, both sides, and call builders.
 
 The student side is always reached through the worker (plain data in, plain
-tensors out); the reference side runs in-process through the same runner.
+tensors out); the reference side is whatever the run chose (validator/reference_side.py):
+live in-process, recording, or replayed from fixtures.
 """
 
 from __future__ import annotations
@@ -9,15 +10,17 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from hypothesis import settings as Settings
 
 from validator.cases import Case
-from validator.runner import execute
 from validator.spec.schema import Challenge, Entry, resolve
 from validator.worker.client import Worker
+
+if TYPE_CHECKING:
+    from validator.reference_side import ReferenceSide
 
 
 class CheckFailed(Exception):
@@ -49,6 +52,7 @@ def is_grader_failure(result: dict) -> bool:
 
 
 def format_exception(result: dict, entry: str) -> str:
+    entry = result.get("entry_label") or entry  # a package's own name for it (set in the grader, see Context)
     info = result.get("exception") or {}
     stage = result.get("stage", "call")
     if stage == "load":
@@ -63,7 +67,8 @@ def format_exception(result: dict, entry: str) -> str:
     where = [w for w in info.get("where", []) if w.get("line")]
     if where:
         last = where[-1]
-        text += f"\n  at {Path(last['file']).name}:{last['line']} in {last['function']}: {last.get('code', '')}"
+        file = last["file"] if not Path(last["file"]).is_absolute() else Path(last["file"]).name  # a package's
+        text += f"\n  at {file}:{last['line']} in {last['function']}: {last.get('code', '')}"    # relative path
     elif info.get("student_frames") is False:
         text += "\n  (no line of your file is on the stack: it was raised inside PyTorch or Python, called from your code)"
     return text
@@ -72,23 +77,42 @@ def format_exception(result: dict, entry: str) -> str:
 @dataclass
 class Context:
     challenge: Challenge
-    reference: dict[str, Any]
+    ref: "ReferenceSide"
     worker: Worker
     student_file: Path
     seed: int
     settings: Settings
     entries: dict[str, dict] = field(default_factory=dict)
     param_maps: dict[str, dict[str, str] | None] = field(default_factory=dict)
-    reference_file: str | None = None
-    # Handout mode: reference results come from fixtures (validator.instructor.fixtures.FrozenReference).
-    frozen: Any = None
-    # Recording: called with (call, result) for every in-process reference call.
-    recorder: Any = None
     timeout_cap: float | None = None
     # Where the student's layer runs (e.g. "cuda"); the reference and every comparison stay on the CPU.
     device: str | None = None
     # The hypothesis profile of this run, so a reproduce line replays the same inputs.
     profile: str | None = None
+    # Figures the running check drew (plain data, e.g. an init histogram); run_check moves them to its result.
+    figures: list = field(default_factory=list)
+    # A student's own package graded through a mapping (validator.package.StudentPackage), else None.
+    package: Any = None
+    # Why an entry's parameters could not be matched to the contract's (a tie of shapes, ...), by entry.
+    param_problems: dict[str, str] = field(default_factory=dict)
+    # Entries whose parameters tie in shape with nothing to tell them apart: no test weights can be loaded.
+    ambiguous: set[str] = field(default_factory=set)
+
+    # -- a student's package -------------------------------------------------
+    def target(self, entry_name: str):
+        """The package's object for an entry (validator.package.Target), or None for layers.py."""
+        return self.package.target(self.challenge.id, entry_name) if self.package is not None else None
+
+    def label(self, entry_name: str) -> str:
+        """How messages name the student's object: ``cs336_basics.model:MyEmbedding``, or the entry's name."""
+        target = self.target(entry_name)
+        return target.label if target is not None else entry_name
+
+    def explicit_parameters(self, entry_name: str) -> dict[str, str]:
+        """Contract parameter name -> the student's, as the package's mapping names them."""
+        if self.package is None:
+            return {}
+        return self.package.parameters.get(self.challenge.id, {}).get(entry_name, {})
 
     def _timeout(self, timeout: float) -> float:
         return min(timeout, self.timeout_cap) if self.timeout_cap else timeout
@@ -133,9 +157,17 @@ class Context:
 
     def for_student(self, call: dict) -> dict:
         """Rename expected parameter names to the student's (matched by name or shape)."""
+        if call.get("state") and call["entry"] in self.ambiguous:
+            raise CheckErrored(f"the grader cannot load its test weights into {self.label(call['entry'])}: "
+                               f"{self.param_problems.get(call['entry'], '')}")
         mapping = self.param_maps.get(call["entry"]) or {}
         if self.device is not None and "device" not in call:  # a call may pin its device (timing does)
             call = dict(call, device=self.device)
+        if self.package is not None:  # the worker holds the package's objects under "challenge.Entry"
+            entry = self.challenge.entries[call["entry"]]
+            call = dict(call, entry=f"{self.challenge.id}.{call['entry']}")
+            if entry.kind == "module":
+                call["contract_order"] = [str(a) for a in entry.init] + list(entry.accepts)
         if call.get("state"):
             call = dict(call, state={mapping.get(k, k): v for k, v in call["state"].items()})
         return call
@@ -157,20 +189,20 @@ class Context:
         for key in ("param_grads", "params", "params_before", "params_after"):
             if isinstance(reply.get(key), dict):
                 reply[key] = {back.get(k, k): v for k, v in reply[key].items()}
+        if isinstance(reply, dict):
+            reply.pop("entry_label", None)  # only the grader names things
+            if self.target(entry_name) is not None:
+                reply["entry_label"] = self.label(entry_name)
         return reply
 
     def reference_call(self, call: dict) -> dict:
-        result = self.reference_raw(call)
+        """The reference's result for ``call``; its failing is a spec or reference bug."""
+        result = self.ref.call(self.challenge.id, call)
         if not result.get("ok"):
             raise RuntimeError("the reference failed on a generated case (a spec or reference bug): "
                                + format_exception(result, call["entry"]))
         return result
 
     def reference_raw(self, call: dict) -> dict:
-        """The reference's result for ``call``: run in-process, or replayed from fixtures in a handout."""
-        if self.frozen is not None:
-            return self.frozen.lookup(self.challenge.id, call)
-        result = execute(self.reference, call, origin=self.reference_file)
-        if self.recorder is not None:
-            self.recorder(call, result)
-        return result
+        """The reference's result for ``call``, as it is (a check that expects it to raise reads this)."""
+        return self.ref.call(self.challenge.id, call)

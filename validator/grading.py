@@ -7,50 +7,66 @@ so that value and gradient checks still run.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable
 
 from validator import checks
-from validator.checks.common import match_parameters, probe_case, probe_dims
+from validator.checks.common import (match_parameters, naming_advice, probe_case, probe_dims,
+                                     tied_parameters, unmatched_parameters)
 from validator.context import (CheckErrored, CheckFailed, CheckSkipped, Context, GraderFailure,
                                ReferenceUnavailable, format_exception)
 from validator.questions import grade_question
+from validator.reference_side import ReferenceSide
 from validator.results import ChallengeResult, CheckResult
 from validator.spec.schema import Challenge, CheckSpec
 from validator.worker.client import Worker, WorkerFailure
 
 
-def load_reference(path: Path) -> dict[str, Any]:
-    """Import the reference module in-process (it is trusted instructor code)."""
-    spec = importlib.util.spec_from_file_location("validator_reference_layers", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return vars(module)
-
-
 def reproduce_command(challenge: str, check: str, seed: int, student: str | None, device: str | None = None,
-                      profile: str | None = None) -> str:
-    """A command that replays one check: same student file, seed, profile and device, safe to paste."""
+                      profile: str | None = None, map_arg: str | None = None) -> str:
+    """A command that replays one check: same student file (or package and map), seed, profile and device."""
     from shlex import quote
 
     cmd = f"validator submit-build --challenge {challenge} --check {check} --seed {seed}"
     return (cmd + (f" --student {quote(str(student))}" if student else "")
+            + (f" --map {quote(str(map_arg))}" if map_arg else "")
             + (f" --profile {quote(profile)}" if profile else "") + (f" --device {quote(device)}" if device else ""))
+
+
+def _package_problem(ctx: Context) -> str | None:
+    """Why an entry of this challenge cannot be reached in the student's package (not mapped, not importable)."""
+    unmapped = ctx.package.unmapped.get(ctx.challenge.id, {})
+    if unmapped:
+        return "; ".join(unmapped.values()) + ": every check of this challenge needs it"
+    errors = ctx.worker.load().get("entry_errors") or {}
+    for name in ctx.challenge.entries:
+        info = errors.get(f"{ctx.challenge.id}.{name}")
+        if info:
+            target = ctx.target(name)
+            said = format_exception({"stage": "import", "exception": info}, "").replace("import raised", "")
+            return (f"{target.label} ({ctx.challenge.id}.{name}, in {target.file}) could not be loaded:"
+                    f"{said.replace(': :', ':')}")
+    return None
 
 
 def _probe(ctx: Context) -> str | None:
     """Describe the entries and match parameters; return a problem that stops the challenge, if any."""
     names = list(ctx.challenge.entries)
-    reply = ctx.worker.request({"op": "describe", "names": names}, 30, "inspecting layers.py")
-    ctx.entries = reply.get("entries", {})
+    if ctx.package is not None:
+        problem = _package_problem(ctx)
+        if problem:
+            return problem
+    asked = [f"{ctx.challenge.id}.{n}" for n in names] if ctx.package is not None else names
+    reply = ctx.worker.request({"op": "describe", "names": asked}, 30,
+                               "inspecting your package" if ctx.package is not None else "inspecting layers.py")
+    described = reply.get("entries", {})
+    ctx.entries = {n: described.get(a, {}) for n, a in zip(names, asked)}
     missing = [n for n in names if not ctx.entries.get(n, {}).get("exists")]
     if missing:
-        return f"layers.py defines no {', '.join(missing)}: every check of this challenge needs it"
+        where = "your package" if ctx.package is not None else "layers.py"
+        return f"{where} defines no {', '.join(ctx.label(n) for n in missing)}: every check of this challenge needs it"
     for name, entry in ctx.challenge.entries.items():
         if entry.kind != "module" or not entry.parameters:
             continue
@@ -61,8 +77,16 @@ def _probe(ctx: Context) -> str | None:
             ctx.param_maps[name] = None
             continue
         expected = ctx.expected_parameters(entry, probe_dims(ctx))
-        mapping, _ = match_parameters(expected, result["structure"]["parameters"])
+        found = result["structure"]["parameters"]
+        mapping, _ = match_parameters(expected, found, ctx.explicit_parameters(name))
         ctx.param_maps[name] = mapping
+        if mapping is None:
+            ctx.param_problems[name] = unmatched_parameters(expected, found, ctx.explicit_parameters(name),
+                                                            naming_advice(ctx, name))
+            if ctx.target(name) is not None and tied_parameters(expected, found, ctx.explicit_parameters(name)):
+                # in a package, loading test weights by the contract's names would silently skip them; the
+                # mapping's parameters table is the remedy (layers.py keeps its behaviour: rename them)
+                ctx.ambiguous.add(name)
     return None
 
 
@@ -74,19 +98,12 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
     status, message = "passed", ""
     review: list[str] = []
     machinery = False
-    if ctx.frozen is not None or ctx.recorder is not None:
-        from validator.instructor.fixtures import DEFERRED, live_only
-
-        if live_only(check.test):
-            if ctx.frozen is not None:
-                return CheckResult(status="skipped", score=0.0, message=f"{DEFERRED}: this check measures the "
-                                   "reference implementation itself, which a handout does not include", **base)
-            ctx.recorder.active = False
-        if ctx.frozen is not None:
-            ctx.frozen.reset()
-        if ctx.recorder is not None:
-            ctx.recorder.begin_check()
+    deferred = ctx.ref.before_check(test)
+    if deferred:
+        ctx.ref.after_check("skipped", deferred)
+        return CheckResult(status="skipped", score=0.0, message=deferred, **base)
     ctx.worker.current_check = f"{ctx.challenge.id}/{check.id}"  # named if a call times out (worker.request)
+    ctx.figures = []
     try:
         note = test.fn(ctx, check, params)
         message = note or ""
@@ -108,26 +125,20 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
                    f"report it with the seed.\n{traceback.format_exc(limit=3)}")
     finally:
         ctx.worker.current_check = None
-        if ctx.recorder is not None:
-            ctx.recorder.end_check()
-            ctx.recorder.active = True
-    # Nothing was compared: a pass (or an error of the grader's making) would claim what was never checked.
-    if ctx.frozen is not None and status in ("passed", "error") and ctx.frozen.misses and not ctx.frozen.hits:
-        from validator.instructor.fixtures import DEFERRED
-
-        status, message = "skipped", (f"{DEFERRED}: none of the generated inputs has a frozen reference result "
-                                      "(were the fixtures recorded with another hypothesis version?)")
+    status, message = ctx.ref.after_check(status, message)
+    figures, ctx.figures = ctx.figures, []
     if status == "skipped":
-        return CheckResult(status=status, score=0.0, message=message,
+        return CheckResult(status=status, score=0.0, message=message, figures=figures,
                            duration_s=round(time.perf_counter() - started, 3), **base)
     if check.advisory:
         status = "passed" if status == "passed" else "advisory"
     if check.hint and not machinery and status in ("failed", "advisory", "error") and check.hint not in message:
         message += f"\n  hint: {check.hint}"
     score = check.points if status == "passed" else 0.0
-    return CheckResult(status=status, score=score, message=message, review=review,
+    return CheckResult(status=status, score=score, message=message, review=review, figures=figures,
                        reproduce=None if status == "passed" else
-                       reproduce_command(ctx.challenge.id, check.id, ctx.seed, student_arg, ctx.device, ctx.profile),
+                       reproduce_command(ctx.challenge.id, check.id, ctx.seed, student_arg, ctx.device, ctx.profile,
+                                         ctx.package.map_arg if ctx.package is not None else None),
                        duration_s=round(time.perf_counter() - started, 3), **base)
 
 
@@ -145,37 +156,39 @@ def _outcome_hints(selected: list[CheckSpec], done: dict[str, CheckResult]) -> N
                 break
 
 
-def grade_challenge(challenge: Challenge, *, worker: Worker, reference: dict[str, Any] | None,
-                    reference_file: str | None, student_file: Path, seed: int, settings,
+def grade_challenge(challenge: Challenge, *, worker: Worker, ref: ReferenceSide, student_file: Path, seed: int,
+                    settings,
                     answers: dict[str, Any], key: dict[str, Any] | None, only_checks: set[str] | None = None,
                     student_arg: str | None = None, timeout: float | None = None, on_check: Callable[[CheckResult], None] | None = None,
-                    frozen: Any = None, recorder: Any = None, device: str | None = None,
-                    profile: str | None = None, fail_fast: bool = False) -> ChallengeResult:
-    """Grade one challenge. ``frozen`` replays reference results (handout); ``recorder`` records them.
-
+                    device: str | None = None, profile: str | None = None,
+                    package: Any = None, fail_fast: bool = False) -> ChallengeResult:
+    """Grade one challenge; ``ref`` answers for the reference (live, recording or frozen).
+    ``package`` (a validator.package.StudentPackage) grades a student's own package through its mapping.
     ``fail_fast`` stops at the first check that loses points (the rest are skipped, questions are not
-    graded): enough to know that a mutant of the reference is caught (`validator strength`).
-    """
+    graded): enough to know that a mutant of the reference is caught (`validator strength`)."""
     result = ChallengeResult(id=challenge.id, title=challenge.title)
-    ctx = Context(challenge=challenge, reference=reference or {}, worker=worker, student_file=student_file,
-                  seed=seed, settings=settings, reference_file=reference_file, frozen=frozen, recorder=recorder,
-                  timeout_cap=timeout, device=device, profile=profile)
+    ctx = Context(challenge=challenge, ref=ref, worker=worker, student_file=student_file, seed=seed,
+                  settings=settings, timeout_cap=timeout, device=device, profile=profile, package=package)
+    if package is not None:
+        result.implementations = {name: f"{t.label} ({t.file})" for name in challenge.entries
+                                  if (t := ctx.target(name)) is not None}
     load = worker.load()
     problem = None
+    what = "your package" if package is not None else "layers.py"
     if not load.get("ok"):
         info = load.get("exception") or {}
         if info.get("type") == "TimeoutError":
-            problem = f"importing layers.py did not finish in time: {info.get('message', '')}"
+            problem = f"importing {what} did not finish in time: {info.get('message', '')}"
         elif info.get("type") == "WorkerCrashed":
-            problem = f"the process importing layers.py died: {info.get('message', '')}"
+            problem = f"the process importing {what} died: {info.get('message', '')}"
         else:
-            problem = "layers.py could not be imported: " + format_exception({"stage": "import", "exception": info}, "")
+            problem = f"{what} could not be imported: " + format_exception({"stage": "import", "exception": info}, "")
             problem = problem.replace("import raised", "").replace(": :", ":")
     else:
         try:
             problem = _probe(ctx)
         except WorkerFailure as exc:
-            problem = f"inspecting layers.py failed: {exc}"
+            problem = f"inspecting {what} failed: {exc}"
     selected = [c for c in challenge.checks if not only_checks or c.id in only_checks]
     done: dict[str, CheckResult] = {}
     stopped_at: str | None = None

@@ -53,6 +53,7 @@ class _Run:
         arg = config.getoption("--validator-student") or config.getini("validator_student") or None
         self.student_arg = arg
         self.student_file = paths.student_file(arg)
+        self.package = None  # a student's own package, graded through its [tool.validator] mapping
         self.profile = profile_name(config.getoption("--validator-profile"))
         self.challenges = config.getoption("validator_challenges")
         self.answers_arg = config.getoption("--validator-answers")
@@ -66,7 +67,18 @@ class _Run:
         from validator.api import select_challenges
         from validator.spec import load_catalogue
 
-        return select_challenges(load_catalogue(paths.challenges_dir()), self.challenges)
+        catalogue = load_catalogue(paths.challenges_dir())
+        if self.package is None and self.student_arg and _package_root(Path(self.student_arg)):
+            from validator.package import MapError, load_package
+
+            try:
+                self.package = load_package(Path(self.student_arg), catalogue)
+            except MapError as exc:
+                raise pytest.UsageError("--validator: the package's mapping cannot be used:\n  "
+                                        + "\n  ".join(exc.problems)) from None
+            self.student_file = Path(self.student_arg)
+        wanted = self.challenges or (self.package.mapped_challenges(list(catalogue)) if self.package else None)
+        return select_challenges(catalogue, wanted)
 
     def result(self, challenge_id: str, check_id: str):
         """The check's result, grading its challenge (selected checks only) the first time it is asked."""
@@ -74,16 +86,23 @@ class _Run:
             from validator.api import grade
             from validator.questions import load_answers
 
-            answers_path = Path(self.answers_arg) if self.answers_arg else self.student_file.parent / "answers.yaml"
+            folder = self.student_file if self.package is not None else self.student_file.parent
+            answers_path = Path(self.answers_arg) if self.answers_arg else folder / "answers.yaml"
             report = grade(self.student_file, challenges=[challenge_id], seed=self.seed, profile=self.profile,
                            answers=load_answers(answers_path), checks=sorted(self.selected.get(challenge_id, ()))
-                           or None, student_arg=self.student_arg)
+                           or None, student_arg=self.student_arg, package=self.package)
             self.reports[challenge_id] = report.challenges[0]
         result = self.reports[challenge_id]
         for check in result.checks:
             if check.id == check_id:
                 return result, check
         return result, None
+
+
+def _package_root(path: Path) -> bool:
+    from validator.package import is_package_root
+
+    return is_package_root(path)
 
 
 def _seed(config: pytest.Config) -> int:
@@ -130,6 +149,8 @@ class CheckItem(pytest.Item):
         self.add_marker(pytest.mark.validator_check(kind))
 
     def runtest(self) -> None:
+        from validator.reporters.figures import figure_lines
+
         run = self.config.stash[_RUN]
         challenge, result = run.result(self.challenge, self.check)
         if result is None:
@@ -139,6 +160,7 @@ class CheckItem(pytest.Item):
         self.user_properties.append(("score", f"{result.score:g}/{result.max_score:g}"))
         if result.status in ("failed", "error"):
             text = f"{result.status.upper()} {result.id} ({result.kind}): {result.title}\n{result.message}"
+            text += "".join("\n" + line for line in figure_lines(result.figures))
             if result.reproduce:
                 text += f"\nreproduce: {result.reproduce}"
             raise ValidatorFailure(text)
@@ -175,9 +197,15 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     run = config.stash.get(_RUN, None)
     if run is None:
         return
+    run.challenges_selected  # noqa: B018 - reads a package's mapping (a usage error if it cannot be used)
+    if run.package is not None:
+        collector = LayersFile.from_parent(session, path=run.package.map_file.resolve())
+        items.extend(collector.collect())
+        return
     if not run.student_file.is_file():
         raise pytest.UsageError(f"--validator: no student file at {run.student_file} "
-                                "(pass --validator-student PATH to a layers.py or its folder)")
+                                "(pass --validator-student PATH to a layers.py or its folder, or to the root of "
+                                "your package with a [tool.validator.map] table in its pyproject.toml)")
     collector = LayersFile.from_parent(session, path=run.student_file.resolve())
     items.extend(collector.collect())
 

@@ -9,9 +9,65 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+FIGURE_KINDS = ("histogram",)
 KINDS = ("shape", "values", "ids", "gradient", "init", "structure",
          "constraint", "performance", "question")
 STATUSES = ("passed", "failed", "error", "skipped", "advisory")
+
+
+@dataclass
+class Histogram:
+    """A sample's histogram beside the share an expected distribution puts in each bin.
+
+    ``counts[i]`` values fell in ``[edges[i], edges[i+1])`` (the last bin is closed); ``below`` and
+    ``above`` count values outside ``[edges[0], edges[-1]]``. ``expected`` is the probability the
+    expected distribution gives each bin, ``expected_below`` / ``expected_above`` outside them.
+    ``bounds`` is that distribution's support where it is finite (a truncation or a uniform's ends),
+    and ``on_bounds`` how many values sit exactly on each bound: a continuous sampler puts almost
+    none there, clamping puts a spike.
+    """
+
+    title: str
+    edges: list[float]
+    counts: list[int]
+    expected: list[float]
+    below: int = 0
+    above: int = 0
+    expected_below: float = 0.0
+    expected_above: float = 0.0
+    expected_label: str = ""
+    bounds: list[float] | None = None
+    on_bounds: list[int] | None = None
+    notes: list[str] = field(default_factory=list)
+    kind: str = "histogram"
+
+    @property
+    def n(self) -> int:
+        return sum(self.counts) + self.below + self.above
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> "Histogram":
+        bounds = data.get("bounds")
+        return Histogram(title=str(data.get("title", "")), edges=[float(x) for x in data.get("edges", [])],
+                         counts=[int(x) for x in data.get("counts", [])],
+                         expected=[float(x) for x in data.get("expected", [])],
+                         below=int(data.get("below", 0)), above=int(data.get("above", 0)),
+                         expected_below=float(data.get("expected_below", 0.0)),
+                         expected_above=float(data.get("expected_above", 0.0)),
+                         expected_label=str(data.get("expected_label", "")),
+                         bounds=None if bounds is None else [float(x) for x in bounds],
+                         on_bounds=None if data.get("on_bounds") is None else [int(x) for x in data["on_bounds"]],
+                         notes=[str(x) for x in data.get("notes", [])])
+
+
+def figure_from_dict(data: dict[str, Any]) -> Histogram | None:
+    """A figure read back from JSON; None for a kind this version does not know (newer writer)."""
+    if isinstance(data, dict) and data.get("kind", "histogram") == "histogram":
+        return Histogram.from_dict(data)
+    return None
 
 
 @dataclass
@@ -28,6 +84,8 @@ class CheckResult:
     duration_s: float = 0.0
     # Why a person should look at this submission (evidence of evading the grader); empty when none.
     review: list[str] = field(default_factory=list)
+    # Pictures of what the check observed (an init check's histogram), as data; reporters draw them.
+    figures: list[Histogram] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -44,6 +102,8 @@ class ChallengeResult:
     title: str
     checks: list[CheckResult] = field(default_factory=list)
     problem: str | None = None  # a message that concerns the whole challenge (import error, ...)
+    # A student's package graded in place: entry -> "module:attr (file)" that implements it; empty for layers.py.
+    implementations: dict[str, str] = field(default_factory=dict)
 
     @property
     def score(self) -> float:
@@ -63,9 +123,12 @@ class ChallengeResult:
         return [f"{c.id}: {r}" for c in self.checks for r in c.review]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "title": self.title, "score": self.score,
-                "max_score": self.max_score, "problem": self.problem, "review": self.review,
-                "checks": [c.to_dict() for c in self.checks]}
+        out = {"id": self.id, "title": self.title, "score": self.score,
+               "max_score": self.max_score, "problem": self.problem, "review": self.review,
+               "checks": [c.to_dict() for c in self.checks]}
+        if self.implementations:  # only for a package graded in place
+            out["implementations"] = dict(self.implementations)
+        return out
 
 
 @dataclass

@@ -233,8 +233,10 @@ def enter(box: Sandbox, *, keep_fds: list[int], scratch: str | None = None) -> t
     else:
         scratch = scratch or tempfile.mkdtemp(prefix="validator-scratch-")
     for name, data in contents.items():
-        if data is not None:
-            with open(os.path.join(scratch, name), "wb") as fh:
+        if data is not None and _safe_relative(name):
+            dest = os.path.join(scratch, name)
+            os.makedirs(os.path.dirname(dest), mode=0o755, exist_ok=True)  # a package's sub-folders
+            with open(dest, "wb") as fh:
                 fh.write(data)
     if box.uid is not None:
         for root, dirs, names in os.walk(scratch):
@@ -257,6 +259,12 @@ def enter(box: Sandbox, *, keep_fds: list[int], scratch: str | None = None) -> t
            "USER": "student", "LOGNAME": "student", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "VALIDATOR_MEMORY_MB": str(box.limits.memory_mb)}
     return scratch, env
+
+
+def _safe_relative(name: str) -> bool:
+    """A copied-in file's name stays inside the scratch dir: relative, no '..', no empty part."""
+    parts = name.split("/")
+    return not name.startswith("/") and all(p not in ("", ".", "..") for p in parts)
 
 
 def runtime_dirs() -> list[str]:

@@ -20,6 +20,8 @@ from statistics import NormalDist
 
 import torch
 
+from validator.results import Histogram
+
 _N = NormalDist()
 SUBTESTS = 5
 
@@ -51,7 +53,11 @@ class Distribution:
             if family == "xavier_uniform":
                 bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
                 return Distribution("uniform", a=-bound, b=bound)
-            return Distribution("normal", std=gain * math.sqrt(2.0 / (fan_in + fan_out)))
+            std = gain * math.sqrt(2.0 / (fan_in + fan_out))
+            if spec.get("truncate") is not None:  # cut at +-truncate standard deviations (CS336's Linear: 3)
+                cut = float(spec["truncate"]) * std
+                return Distribution("truncated_normal", std=std, a=-cut, b=cut)
+            return Distribution("normal", std=std)
         if family == "uniform":
             return Distribution("uniform", a=float(spec["a"]), b=float(spec["b"]))
         if family == "normal":
@@ -111,6 +117,11 @@ class Distribution:
         return f"constant {self.value:g}"
 
 
+def _bound_slack(lo: float, hi: float) -> float:
+    """How close to a bound counts as on it (float rounding of the bound itself)."""
+    return 1e-6 * max(1.0, abs(lo) if math.isfinite(lo) else 1.0, abs(hi) if math.isfinite(hi) else 1.0)
+
+
 def z_for(alpha: float) -> float:
     """Two-sided normal quantile: P(|Z| > z) = alpha."""
     return _N.inv_cdf(1 - alpha / 2)
@@ -139,7 +150,7 @@ def distribution_problems(sample: torch.Tensor, dist: Distribution, false_failur
         return problems, facts
 
     lo, hi = dist.support()
-    slack = 1e-6 * max(1.0, abs(lo) if math.isfinite(lo) else 1.0, abs(hi) if math.isfinite(hi) else 1.0)
+    slack = _bound_slack(lo, hi)
     below, above = int((x < lo - slack).sum()), int((x > hi + slack).sum())
     if below or above:
         problems.append(f"{below + above} of {n} values lie outside [{lo:g}, {hi:g}] "
@@ -184,46 +195,45 @@ def distribution_problems(sample: torch.Tensor, dist: Distribution, false_failur
     return problems, facts
 
 
-def text_histogram(sample: torch.Tensor, dist: Distribution, *, bins: int = 12, width: int = 40) -> list[str]:
-    """The sample's histogram against the expected distribution, as lines of text for a terminal.
+def histogram(sample: torch.Tensor, dist: Distribution, *, bins: int = 48, title: str = "") -> Histogram | None:
+    """The sample's histogram against the share ``dist`` puts in each bin, as plain data (None if empty).
 
-    Each line is one bin: ``#`` bars are the share of the sample in it, ``|`` marks the share
-    the expected distribution puts there; values outside the expected range get bins of their
-    own at either end. "Clamped" (spikes at the bounds), "untruncated" (mass outside) and
-    "std 0.02 instead of 1" (everything in one bin) show at a glance.
+    The bins cover the expected support where it is finite (else the mean ± 4 expected std); values
+    beyond it are counted apart, so "clamped" (values exactly on the bounds), "untruncated" (mass outside)
+    and "std 0.02 instead of 1" (everything in the middle bins) show in any rendering. Non-finite
+    values are not drawn; a note counts them.
     """
     x = sample.detach().reshape(-1).to(torch.float64)
-    x = x[torch.isfinite(x)]
+    finite = torch.isfinite(x)
+    dropped = int((~finite).sum())
+    x = x[finite]
     if x.numel() == 0:
-        return []
+        return None
     mean, var, _ = dist.moments()
     lo, hi = dist.support()
-    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+    bounded = math.isfinite(lo) and math.isfinite(hi) and hi > lo
+    if not bounded:
         spread = math.sqrt(var) if var > 0 else max(float(x.std()) if x.numel() > 1 else 0.0, 1e-3)
         lo, hi = mean - 4 * spread, mean + 4 * spread
     edges = torch.linspace(lo, hi, bins + 1, dtype=torch.float64)
-    n = x.numel()
-    rows = []
-    below, above = float((x < lo).sum()) / n, float((x > hi).sum()) / n
-    exp_cdf = dist.cdf(edges)
-    observed = torch.histc(x.clamp(lo, hi), bins=bins, min=lo, max=hi) / n
-    observed[0] -= below  # histc counted the clamped values in the end bins
-    observed[-1] -= above
-    expected = (exp_cdf[1:] - exp_cdf[:-1]).clamp(min=0)
-    top = max(float(observed.max()), float(expected.max()), below, above, 1e-12)
+    slack = _bound_slack(lo, hi)  # float rounding of a bound is not "outside"
+    is_below, is_above = x < lo - slack, x > hi + slack
+    inside = x[~(is_below | is_above)].clamp(lo, hi)
+    # bin i holds edges[i] <= x < edges[i+1]; the top edge belongs to the last bin
+    counts = torch.bincount(torch.searchsorted(edges[1:-1].contiguous(), inside, right=True), minlength=bins)
+    cdf = dist.cdf(edges)
+    expected = (cdf[1:] - cdf[:-1]).clamp(min=0)
+    notes = [f"{dropped} NaN or infinite values are not drawn"] if dropped else []
+    on_bounds = None
+    if bounded:
+        on_bounds = [int(((x - lo).abs() <= slack).sum()), int(((x - hi).abs() <= slack).sum())]
+    return Histogram(title=title, edges=[_short(float(e)) for e in edges], counts=[int(c) for c in counts],
+                     expected=[_short(float(p)) for p in expected], below=int(is_below.sum()),
+                     above=int(is_above.sum()), expected_below=_short(float(cdf[0])),
+                     expected_above=_short(float(1 - cdf[-1])), expected_label=dist.describe(),
+                     bounds=[lo, hi] if bounded else None, on_bounds=on_bounds, notes=notes)
 
-    def bar(obs: float, exp: float) -> str:
-        cells = ["#" if i < round(obs / top * width) else " " for i in range(width)]
-        mark = min(width - 1, round(exp / top * width))
-        if exp > 0:
-            cells[mark] = "|"
-        return "".join(cells).rstrip()
 
-    if below > 0:
-        rows.append(f"{'< ' + fmt(lo, 3):>12}  {bar(below, float(dist.cdf(torch.tensor(lo))))}  {below:6.1%}")
-    for i in range(bins):
-        rows.append(f"{fmt(float(edges[i]), 3):>12}  {bar(float(observed[i]), float(expected[i]))}  "
-                    f"{float(observed[i]):6.1%}")
-    if above > 0:
-        rows.append(f"{'> ' + fmt(hi, 3):>12}  {bar(above, 1 - float(dist.cdf(torch.tensor(hi))))}  {above:6.1%}")
-    return rows
+def _short(x: float) -> float:
+    """Nine significant digits: plenty for a picture, and short in the JSON report."""
+    return float(f"{x:.9g}")

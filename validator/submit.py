@@ -13,6 +13,7 @@ import yaml
 from validator import paths
 from validator.api import UsageError, check_device, grade, handout_seeds, select_challenges
 from validator.intake import MAX_SOURCE_BYTES, IntakeError, read_submission_file
+from validator.parallel import default_jobs
 from validator.profiles import profile_name
 from validator.questions import AnswersError, answer_formats, ask, is_missing, load_answers
 from validator.results import Report
@@ -52,23 +53,35 @@ def ask_missing(challenges: list[Challenge], answers: dict[str, dict[str, Any]],
 
 
 def submit_build(*, challenges: Sequence[str] | None = None, student: str | None = None,
-                 answers: str | None = None, json_path: str | None = None, seed: int | None = None,
+                 answers: str | None = None, json_path: str | None = None, html_path: str | None = None,
+                 seed: int | None = None,
                  checks: Sequence[str] | None = None, profile: str | None = None,
                  interactive: bool | None = None, timeout: float | None = None, challenges_dir: str | None = None,
-                 reference_dir: str | None = None, device: str | None = None,
+                 reference_dir: str | None = None, device: str | None = None, jobs: int | None = None,
+                 map_path: str | None = None,
                  console=None) -> tuple[int, Report | None]:
-    """Grade and report; returns (exit status, report)."""
-    from rich.console import Console
+    """Grade and report; returns (exit status, report).
 
-    from validator.reporters import terminal
-    from validator.reporters.json_report import write_json
-
+    ``student`` is a layers.py, a folder holding one, or the root of the student's own package
+    graded through a mapping (its pyproject.toml's ``[tool.validator]``, or ``map_path``).
+    ``html_path`` also writes the report as one self-contained HTML page (plots included); a failure
+    to write it is printed and never changes the grade or the exit status.
+    """
     console = console or make_console()
     started = time.perf_counter()
     check_device(device)
+    root = _package_root(student, map_path)
+    if root is not None:
+        return _submit_package(root, started=started, console=console, challenges=challenges, student=student,
+                               answers=answers, json_path=json_path, seed=seed, checks=checks, profile=profile,
+                               interactive=interactive, timeout=timeout, challenges_dir=challenges_dir,
+                               reference_dir=reference_dir, device=device, map_path=map_path, jobs=jobs,
+                               html_path=html_path)
     student_file = paths.student_file(student)
     if not student_file.exists():
-        raise UsageError(f"no student file at {student_file} (pass --student PATH to a layers.py or its folder)")
+        raise UsageError(f"no student file at {student_file} (pass --student PATH to a layers.py or its folder, or "
+                         "to the root of your own package with a [tool.validator.map] table in its pyproject.toml or "
+                         "a --map file: see docs/packages.md)")
     if student_file.suffix != ".py" or (not student_file.is_file() and not student_file.is_symlink()):
         raise UsageError(f"--student {student}: {student_file} is not a Python file (pass a layers.py or the "
                          "folder that holds one)")
@@ -84,43 +97,130 @@ def submit_build(*, challenges: Sequence[str] | None = None, student: str | None
     try:
         catalogue = load_catalogue(challenges_dir or paths.challenges_dir())
         selected = select_challenges(catalogue, challenges)
-        if checks:
-            known = {c.id for ch in selected for c in ch.checks}
-            unknown = [c for c in checks if c not in known]
-            if unknown:
-                where = ", ".join(c.id for c in selected)
-                raise UsageError(f"--check {', '.join(unknown)}: no such check in {where}; checks there: "
-                                 + ", ".join(sorted(known)))
-        answers_path = Path(answers) if answers else student_file.parent / "answers.yaml"
-        given = load_answers(answers_path)
-        if interactive is None:
-            interactive = sys.stdin.isatty() and not checks
-        if interactive:
-            ask_missing(selected, given, answers_path)
-        recorded = handout_seeds(challenges=[c.id for c in selected], challenges_dir=challenges_dir,
-                                 reference_dir=reference_dir)
-        if recorded and seed is not None and seed not in recorded:
-            raise UsageError(f"this handout holds reference results for seeds {', '.join(map(str, recorded))} "
-                             f"only; --seed {seed} is not one of them")
-        run_seed = seed if seed is not None else (random.SystemRandom().choice(recorded) if recorded
-                                                   else random.SystemRandom().randrange(2**31))
-        prof = profile_name(profile)
-        terminal.render_header(console, seed=run_seed, profile=prof, student=str(student_file),
-                               challenges=[c.id for c in selected] if challenges else [], device=device,
-                               student_arg=student, checks=list(checks or []))
-        if not checks:
-            terminal.render_answer_formats(console, {c.id: answer_formats(c, given.get(c.id, {})) for c in selected})
-        report = grade(student_file, challenges=[c.id for c in selected], seed=run_seed, profile=prof,
-                       answers=given, checks=checks, reference_dir=reference_dir, worker=worker,
-                       catalogue=catalogue, student_arg=student, timeout=timeout, device=device,
-                       on_challenge=lambda res: terminal.render_challenge(console, res))
-        report.duration_s = time.perf_counter() - started
-        terminal.render_summary(console, report)
-        if json_path:
-            write_json(report, json_path)
-        return (EXIT_OK if report.ok or (recorded and _handout_ok(report)) else EXIT_SHORT), report
+        return _grade_and_report(worker, student_file, catalogue, selected, started=started, console=console,
+                                 challenges=challenges, student=student, answers=answers, json_path=json_path,
+                                 seed=seed, checks=checks, profile=profile, interactive=interactive, timeout=timeout,
+                                 challenges_dir=challenges_dir, reference_dir=reference_dir, device=device,
+                                 jobs=jobs, html_path=html_path)
     finally:
         worker.close()
+
+
+def write_html_report(report: Report, path: str, console) -> bool:
+    """Write ``--html PATH``; a failure is one clear line on the console, never a traceback."""
+    from rich.markup import escape
+
+    from validator.reporters.html import write_html
+
+    try:
+        write_html(report, path)
+    except Exception as exc:  # noqa: BLE001 - the grade stands whatever happens to the picture
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
+        console.print(f"[red]could not write the HTML report to {escape(str(path))}:[/] {escape(str(why))} "
+                      "(the grade above is unaffected)", soft_wrap=True)
+        return False
+    console.print(f"  HTML report: {escape(str(path))}", soft_wrap=True)
+    return True
+
+
+def _package_root(student: str | None, map_path: str | None) -> Path | None:
+    """The package root to grade through a mapping, or None for a layers.py (the usual case)."""
+    from validator.package import is_package_root
+
+    if map_path is not None:
+        root = Path(student) if student else Path.cwd()
+        if not root.is_dir():
+            raise UsageError(f"--map {map_path}: --student must then be the root folder of your package, "
+                             f"and {root} is not a folder")
+        if not Path(map_path).is_file():
+            raise UsageError(f"--map {map_path}: no such file")
+        return root
+    if student and is_package_root(Path(student)):
+        return Path(student)
+    return None
+
+
+def _submit_package(root: Path, *, started: float, console, challenges, student, answers, json_path, seed, checks,
+                    profile, interactive, timeout, challenges_dir, reference_dir, device, map_path, jobs, html_path):
+    """submit-build for a student's own package: read and check the mapping, stage the files, grade."""
+    import shutil
+
+    from validator.package import MapError, load_package
+
+    if answers and not Path(answers).is_file():
+        raise UsageError(f"--answers {answers}: no such file (leave --answers out to use answers.yaml at the "
+                         "package root)")
+    catalogue = load_catalogue(challenges_dir or paths.challenges_dir())
+    try:  # before any process starts: a mapping that cannot be used is a usage error, with every problem named
+        package = load_package(root, catalogue, map_path=map_path, map_arg=map_path)
+    except MapError as exc:
+        raise UsageError("the package's mapping cannot be used:\n  " + "\n  ".join(exc.problems)) from None
+    wanted = list(challenges or []) or package.mapped_challenges(list(catalogue))
+    if not wanted:
+        raise UsageError(f"{package.map_name} maps no entry of any challenge: add lines like "
+                         '"token_embedding.Embedding" = "your_package.module:YourClass" under [tool.validator.map]')
+    selected = select_challenges(catalogue, wanted)
+    staged = package.stage()  # the bytes read and checked are the bytes imported, never the live folder's
+    worker = Worker(root, package=package.worker_request(staged))
+    worker.start()
+    try:
+        return _grade_and_report(worker, root, catalogue, selected, started=started, console=console,
+                                 challenges=challenges, student=student, answers=answers, json_path=json_path,
+                                 seed=seed, checks=checks, profile=profile, interactive=interactive, timeout=timeout,
+                                 challenges_dir=challenges_dir, reference_dir=reference_dir, device=device,
+                                 package=package, jobs=jobs, html_path=html_path)
+    finally:
+        worker.close()
+        if staged is not None:
+            shutil.rmtree(staged, ignore_errors=True)
+
+
+def _grade_and_report(worker: Worker, student_file: Path, catalogue, selected, *, started, console, challenges,
+                      student, answers, json_path, seed, checks, profile, interactive, timeout, challenges_dir,
+                      reference_dir, device, jobs=None, html_path=None, package=None) -> tuple[int, Report]:
+    from validator.reporters import terminal
+    from validator.reporters.json_report import write_json
+
+    if checks:
+        known = {c.id for ch in selected for c in ch.checks}
+        unknown = [c for c in checks if c not in known]
+        if unknown:
+            where = ", ".join(c.id for c in selected)
+            raise UsageError(f"--check {', '.join(unknown)}: no such check in {where}; checks there: "
+                             + ", ".join(sorted(known)))
+    answers_path = Path(answers) if answers else (
+        student_file if package is not None else student_file.parent) / "answers.yaml"
+    given = load_answers(answers_path)
+    if interactive is None:
+        interactive = sys.stdin.isatty() and not checks
+    if interactive:
+        ask_missing(selected, given, answers_path)
+    recorded = handout_seeds(challenges=[c.id for c in selected], challenges_dir=challenges_dir,
+                             reference_dir=reference_dir)
+    if recorded and seed is not None and seed not in recorded:
+        raise UsageError(f"this handout holds reference results for seeds {', '.join(map(str, recorded))} "
+                         f"only; --seed {seed} is not one of them")
+    run_seed = seed if seed is not None else (random.SystemRandom().choice(recorded) if recorded
+                                               else random.SystemRandom().randrange(2**31))
+    prof = profile_name(profile)
+    terminal.render_header(console, seed=run_seed, profile=prof, student=str(student_file),
+                           challenges=[c.id for c in selected] if challenges else [], device=device,
+                           student_arg=student, checks=list(checks or []),
+                           map_arg=package.map_arg if package is not None else None)
+    if not checks:
+        terminal.render_answer_formats(console, {c.id: answer_formats(c, given.get(c.id, {})) for c in selected})
+    report = grade(student_file, challenges=[c.id for c in selected], seed=run_seed, profile=prof,
+                   answers=given, checks=checks, reference_dir=reference_dir, worker=worker,
+                   catalogue=catalogue, student_arg=student, timeout=timeout, device=device,
+                   jobs=default_jobs(len(selected)) if jobs is None else max(1, jobs),
+                   on_challenge=lambda res: terminal.render_challenge(console, res), package=package)
+    report.duration_s = time.perf_counter() - started
+    terminal.render_summary(console, report)
+    if json_path:
+        write_json(report, json_path)
+    if html_path:
+        write_html_report(report, html_path, console)
+    return (EXIT_OK if report.ok or (recorded and _handout_ok(report)) else EXIT_SHORT), report
 
 
 def _handout_ok(report: Report) -> bool:

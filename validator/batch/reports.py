@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from validator.results import ChallengeResult, CheckResult, Report
+from validator.results import ChallengeResult, CheckResult, Report, figure_from_dict
 from validator.spec import Challenge
 
 _CHECK_FIELDS = ("id", "kind", "status", "score", "max_score", "message", "title", "reproduce",
@@ -15,12 +15,18 @@ def report_from_dict(data: dict[str, Any]) -> Report:
     """The inverse of ``Report.to_dict`` (reads ``<submission>.json`` back for merge and reporters)."""
     challenges = []
     for ch in data.get("challenges", []):
-        checks = [CheckResult(**{k: c[k] for k in _CHECK_FIELDS if k in c}) for c in ch.get("checks", [])]
+        checks = [CheckResult(**{k: c[k] for k in _CHECK_FIELDS if k in c}, figures=_figures(c))
+                  for c in ch.get("checks", [])]
         challenges.append(ChallengeResult(id=ch["id"], title=ch.get("title", ch["id"]), checks=checks,
-                                          problem=ch.get("problem")))
+                                          problem=ch.get("problem"),
+                                          implementations=dict(ch.get("implementations") or {})))
     return Report(challenges=challenges, seed=int(data.get("seed", 0)), student=str(data.get("student", "")),
                   profile=str(data.get("profile", "")), duration_s=float(data.get("duration_s", 0.0)),
                   notes=list(data.get("notes", [])))
+
+
+def _figures(check: dict[str, Any]) -> list:
+    return [f for f in map(figure_from_dict, check.get("figures") or []) if f is not None]
 
 
 def failed_report(student: str, challenges: Sequence[Challenge], problem: str, *, seed: int,

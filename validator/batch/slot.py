@@ -79,25 +79,38 @@ class Slot:
                 answers = safe_answers(sub.answers, notes)
             except AnswersError as exc:
                 notes.append(f"answers.yaml ignored, its questions earn nothing: {exc}")
-        files, problems = sub.intake()
-        if not os.path.lexists(sub.layers):
+        package, files, problems = self._package(sub) if sub.is_package else (None, *sub.intake())
+        if package is None and not problems and not os.path.lexists(sub.layers):
             problems.insert(0, "the submission has no layers.py")
-        layers = sub.layers
+        layers = sub.folder if package is not None else sub.layers
         if problems:  # graded as an empty file: nothing refused is ever parsed, imported or scanned
             notes.extend(f"{p}: the submission is not graded" if "not graded" not in p else p for p in problems)
-            layers, files = self.empty_file, {}
+            layers, files, package = self.empty_file, {}, None
         box = replace(self.box, files=files)
-        worker = SandboxedWorker(layers, template=self.template, sandbox=box, budget_s=self.limits.wall_s)
+        # A package is imported from the worker's own scratch copy (the sandbox copies `files` in), never from here.
+        worker = SandboxedWorker(layers, template=self.template, sandbox=box, budget_s=self.limits.wall_s,
+                                 package=package.worker_request(".") if package is not None else None)
         try:
             report = grade(layers, challenges=challenges or self.config.get("challenges"), seed=self.config["seed"],
                            profile=self.config["profile"], answers=answers, worker=worker,
                            catalogue=self.catalogue, reference_dir=self.config.get("reference_dir"),
-                           student_arg=None, reference_mode="live", fail_fast=bool(self.config.get("fail_fast")))
+                           student_arg=None, reference_mode="live", package=package,
+                           fail_fast=bool(self.config.get("fail_fast")))
         finally:
             worker.close()
         report.student = name
         report.notes = notes + list(report.notes)
         return scrub(report.to_dict())
+
+    def _package(self, sub) -> tuple[Any, dict[str, str], list[str]]:
+        """A submission that is a package with a [tool.validator] mapping: its files, or why it is not graded."""
+        from validator.package import MapError, load_package
+
+        try:
+            package = load_package(sub.folder, self.catalogue)
+        except MapError as exc:
+            return None, {}, list(exc.problems)
+        return package, package.sandbox_files(), []
 
     def close(self) -> None:
         try:

@@ -26,6 +26,13 @@ class Submission:
     def answers(self) -> Path:
         return self.folder / "answers.yaml"
 
+    @property
+    def is_package(self) -> bool:
+        """The student's own package, graded through the [tool.validator] mapping of its pyproject.toml."""
+        from validator.package import is_package_root
+
+        return is_package_root(self.folder)
+
     def files(self) -> dict[str, str]:
         """What is copied into the worker's scratch dir: layers.py and a few small helper modules."""
         return self.intake()[0]

@@ -51,15 +51,18 @@ class Test:
     params: type[Params]
     kinds: tuple[str, ...] = ()
     uses_reference: bool = True
+    # measures the reference itself (its wall time): no recorded result can stand in for it
+    live_reference: bool = False
 
 
 REGISTRY: dict[str, Test] = {}
-_MODULES = ("structure", "behaviour", "gradient", "init", "constraint", "performance", "modules", "dropout")
+_MODULES = ("structure", "behaviour", "gradient", "init", "constraint", "performance", "modules", "dropout", "relations")
 
 
-def register(name: str, params: type[Params] = Params, *, uses_reference: bool = True):
+def register(name: str, params: type[Params] = Params, *, uses_reference: bool = True,
+             live_reference: bool = False):
     def deco(fn):
-        REGISTRY[name] = Test(name, fn, params, uses_reference=uses_reference)
+        REGISTRY[name] = Test(name, fn, params, uses_reference=uses_reference, live_reference=live_reference)
         return fn
     return deco
 

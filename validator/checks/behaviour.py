@@ -5,17 +5,25 @@ from __future__ import annotations
 from typing import Any, Literal, Optional
 
 import torch
+from pydantic import Field, model_validator
 
 from validator.cases import case_strategy
 from validator.checks import for_all, register
 from validator.checks.common import CheckFailed, OverrideParams, entry_of, run_student
-from validator.compare import mismatch, tolerance_for
+from validator.compare import mismatch, rounding_mismatch, tolerance_for
 from validator.context import CheckErrored, Context, is_grader_failure
 from validator.spec.schema import CheckSpec, ToleranceSpec
 
 
+FloatName = Literal["float16", "bfloat16", "float32", "float64"]
+
+
 class CaseParams(OverrideParams):
     """Generated cases: input and dim overrides, dtype, training mode, how many examples.
+
+    ``dtype``: float inputs *and* module parameters in that dtype (the layer built with ``dtype=``).
+    ``input_dtype``: float inputs only, cast to that dtype; parameters stay in the default dtype
+    (bf16 activations through a float32 layer, as under autocast).
 
     ``regimes`` lists orderings of dims to cover, each a list of relations that hold together
     (``[[seq_len > max_seq_len, seq_len > embedding_dim], [seq_len > max_seq_len, seq_len <= embedding_dim]]``):
@@ -24,6 +32,7 @@ class CaseParams(OverrideParams):
     """
 
     dtype: Optional[str] = None
+    input_dtype: Optional[FloatName] = None
     train: bool = False
     max_examples: Optional[int] = None
     regimes: list[list[str]] = []
@@ -48,10 +57,18 @@ class CaseParams(OverrideParams):
                                      + ", ".join(f"{x}={fixed[x]}" for x in (left, right) if x in fixed)))
         return problems
 
+    @model_validator(mode="after")
+    def _one_dtype_option(self):
+        if self.input_dtype and "dtype" in self.model_fields_set:
+            raise ValueError("give `dtype` (inputs and parameters) or `input_dtype` (inputs only), not both")
+        return self
+
 
 def strategy(ctx: Context, check: CheckSpec, p: CaseParams, where: list[str] | None = None):
     _, entry = entry_of(ctx, check)
     cases = case_strategy(ctx.challenge, entry, p.inputs, fixed_dims=p.dims, where=where)
+    if p.input_dtype:
+        return cases.map(lambda c: in_dtype(c, getattr(torch, p.input_dtype)))
     if not p.dtype:
         return cases
     # float inputs in the check's dtype from the start, so a failing input prints as what was passed
@@ -114,6 +131,10 @@ def shape(ctx: Context, check: CheckSpec, p: CaseParams) -> str:
 
 class ValuesParams(CaseParams):
     tolerance: Optional[dict[str, ToleranceSpec] | str] = None
+    # with `input_dtype` and a float16/bfloat16 expected output (and no `tolerance`): within `ulps` ulp of the
+    # reference on the same inputs, and at most `rounded_fraction` of the elements different at all
+    ulps: int = Field(1, ge=1, le=64)
+    rounded_fraction: float = Field(0.02, gt=0, le=1)
     # Compare with the student's own output for the same case with these inputs instead of with the
     # reference (int32 IDs against int64 ones): the check then sees only the difference it is about.
     baseline: dict[str, dict[str, Any]] = {}
@@ -147,9 +168,18 @@ def _baseline_case(ctx: Context, case, baseline: dict[str, dict[str, Any]]):
 
 def _shown_build(ctx: Context, check: CheckSpec, p: CaseParams) -> str:
     name, entry = entry_of(ctx, check)
+    if p.input_dtype:
+        held = f", parameters in {str(torch.get_default_dtype()).removeprefix('torch.')}" if entry.kind == "module" else ""
+        return f" ({p.input_dtype} inputs{held})"
     if p.dtype and entry.kind == "module":
         return f" (layer built with dtype=torch.{p.dtype}, inputs in {p.dtype})"
     return f" (inputs in {p.dtype})" if p.dtype else ""
+
+
+def _by_rounding(p: ValuesParams, ref) -> bool:
+    """Reduced-precision inputs with a half-precision result and no explicit tolerance: compare in ulps."""
+    return (bool(p.input_dtype) and p.tolerance is None and isinstance(ref, torch.Tensor)
+            and ref.dtype in (torch.float16, torch.bfloat16))
 
 
 @register("values", ValuesParams)
@@ -172,8 +202,11 @@ def values(ctx: Context, check: CheckSpec, p: ValuesParams) -> str:
         else:
             got, expected = _both(ctx, check, p, case, ["output"])
             ref = expected["output"]
-            atol, rtol = tolerance_for(ref.dtype, spec_tol)
-            problem = mismatch(got["output"], ref, atol=atol, rtol=rtol)
+            if _by_rounding(p, ref):
+                problem = rounding_mismatch(got["output"], ref, ulps=p.ulps, fraction=p.rounded_fraction)
+            else:
+                atol, rtol = tolerance_for(ref.dtype, spec_tol)
+                problem = mismatch(got["output"], ref, atol=atol, rtol=rtol)
         if problem:
             raise CheckFailed(problem + _shown_build(ctx, check, p))
     runs = for_cases(ctx, check, p, body)

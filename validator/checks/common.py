@@ -77,26 +77,38 @@ def _load_advice(ctx: Context, call: dict) -> str:
     if entry is None or not entry.parameters:
         return ""
     if ctx.param_maps.get(call["entry"]) is None:
+        why = ctx.param_problems.get(call["entry"])
+        if why:
+            return f"; {why} (this check needs that to load the same weights into both layers)"
         return ("; your layer does not register parameters of the expected shapes, which the `parameters` "
                 "check reports (this check needs them to load the same weights into both layers)")
     return ("; the parameter exists when the layer is built plainly, so it is lost in this configuration "
             "(for instance a dtype= or device= path that turns the nn.Parameter into a plain tensor)")
 
 
-def match_parameters(expected: dict[str, tuple[int, ...]], found: list[dict]) -> tuple[dict[str, str] | None, list[str]]:
-    """Map expected names to the student's: by name first, then by a unique shape."""
+def match_parameters(expected: dict[str, tuple[int, ...]], found: list[dict],
+                     explicit: dict[str, str] | None = None) -> tuple[dict[str, str] | None, list[str]]:
+    """Map expected names to the student's: as ``explicit`` says (a package's mapping), by name, then by a unique shape."""
     by_name = {p["name"]: p for p in found}
     mapping: dict[str, str] = {}
     notes: list[str] = []
     taken: set[str] = set()
+    for name, theirs in (explicit or {}).items():
+        if name in expected and theirs in by_name:
+            mapping[name] = theirs
+            taken.add(theirs)
     for name, shape in expected.items():
-        if name in by_name and tuple(by_name[name]["shape"]) == shape:
+        if name not in mapping and name in by_name and name not in taken and tuple(by_name[name]["shape"]) == shape:
             mapping[name] = name
             taken.add(name)
     for name, shape in expected.items():
         if name in mapping:
             continue
         candidates = [p["name"] for p in found if tuple(p["shape"]) == shape and p["name"] not in taken]
+        if len(candidates) > 1:
+            # same-shape weights (SwiGLU's w1 and w3): a plain `w1` Parameter is the expected `w1.weight`
+            stem = name.removesuffix(".weight")
+            candidates = [c for c in candidates if c.removesuffix(".weight") == stem] or candidates
         if len(candidates) == 1:
             mapping[name] = candidates[0]
             taken.add(candidates[0])
@@ -104,6 +116,56 @@ def match_parameters(expected: dict[str, tuple[int, ...]], found: list[dict]) ->
         else:
             return None, notes
     return mapping, notes
+
+
+def unmatched_parameters(expected: dict[str, tuple[int, ...]], found: list[dict], explicit: dict[str, str] | None,
+                         advice) -> str:
+    """Why :func:`match_parameters` found no mapping, naming the first contract parameter it could not place.
+
+    ``advice(name, candidates)`` says how the student settles a tie (rename, or name it in their mapping).
+    """
+    by_name = {p["name"]: p for p in found}
+    for name, theirs in (explicit or {}).items():
+        if name in expected and theirs not in by_name:
+            return (f"your mapping names {theirs!r} as the contract's {name!r}, but your layer registers no parameter "
+                    f"{theirs!r} (it has: {', '.join(by_name) or 'none'})")
+    tie = tied_parameters(expected, found, explicit)
+    if tie is not None:
+        name, candidates = tie
+        return (f"{len(candidates)} of your parameters have the shape {expected[name]} of the contract's {name!r} "
+                f"({', '.join(candidates)}), so the grader cannot tell which one it is: {advice(name, candidates)}")
+    for name, shape in expected.items():
+        if name not in by_name and (explicit or {}).get(name) not in by_name and \
+                not any(tuple(p["shape"]) == shape for p in found):
+            shapes = ", ".join(f"{p['name']} {tuple(p['shape'])}" for p in found) or "none"
+            return f"your layer registers no parameter of shape {shape} for the contract's {name!r} (it has: {shapes})"
+    return "your layer's parameters could not be matched to the contract's"
+
+
+def tied_parameters(expected: dict[str, tuple[int, ...]], found: list[dict],
+                    explicit: dict[str, str] | None = None) -> tuple[str, list[str]] | None:
+    """The first contract parameter that several unclaimed parameters of the student's could be, and those."""
+    by_name = {p["name"]: p for p in found}
+    taken = {t for n, t in (explicit or {}).items() if n in expected and t in by_name}
+    taken |= {n for n, shape in expected.items() if n in by_name and tuple(by_name[n]["shape"]) == shape}
+    for name, shape in expected.items():
+        if (explicit or {}).get(name) in by_name or (name in by_name and tuple(by_name[name]["shape"]) == shape):
+            continue
+        candidates = [p["name"] for p in found if tuple(p["shape"]) == shape and p["name"] not in taken]
+        if len(candidates) > 1:
+            return name, candidates
+        taken.update(candidates)
+    return None
+
+
+def naming_advice(ctx: Context, entry_name: str):
+    """How a student settles which of their parameters is the contract's ``name``: rename it, or map it."""
+    package = ctx.package
+    if package is None or ctx.target(entry_name) is None:
+        return lambda name, options: f"name the right one `{name}`"
+    table = f'[tool.validator.parameters."{ctx.challenge.id}.{entry_name}"]'
+    return lambda name, options: (f"say which in {package.map_name}: add {table} with \"{name}\" = "
+                                  f"\"{options[0]}\" (or whichever of {', '.join(options)} it is)")
 
 
 def random_like(t: torch.Tensor, seed: int, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -119,5 +181,5 @@ def fail(message: str) -> None:
     raise CheckFailed(message)
 
 
-__all__ = ["probe_dims", "probe_case", "entry_of", "run_student", "match_parameters",
+__all__ = ["probe_dims", "probe_case", "entry_of", "run_student", "match_parameters", "unmatched_parameters", "tied_parameters", "naming_advice",
            "random_like", "dtype_of", "fail", "CheckFailed", "CheckErrored", "Any"]

@@ -10,7 +10,7 @@ from validator.cases import case_strategy
 from validator.checks import Params, for_all, register
 from validator.checks.common import CheckFailed, entry_of, run_student
 from validator.context import Context
-from validator.integrity import CONSTRUCTS, Finding, Unreadable, scan_source, scan_submission
+from validator.integrity import CONSTRUCTS, Finding, Unreadable, scan_package, scan_source, scan_submission
 from validator.spec.schema import CheckSpec
 
 
@@ -31,14 +31,26 @@ class ReviewFailure(CheckFailed):
         self.review = list(review or [])
 
 
+_LOOKUP_SOURCE_ADVICE = ("This challenge is to write the lookup yourself: index the weight (weight[token_ids]) or "
+                         "use index_select instead")
+_LOOKUP_RUNTIME_ADVICE = ("a library embedding kernel did the work (even if it is reached through an alias, getattr "
+                          "or nn.Embedding)")
+
+
 class SourceParams(Params):
     apis: list[str] | None = None
     integrity: bool = True  # also fail on the integrity scan's findings (threads, exec, torch internals, ...)
+    # what to do instead, appended to a finding (the default is the embedding catalogue's)
+    advice: str = _LOOKUP_SOURCE_ADVICE
 
 
 def _findings(ctx: Context, banned: list[str]) -> list[Finding]:
+    allow = set(ctx.challenge.forbidden.integrity.allow)
     try:
-        return scan_submission(ctx.student_file, banned, set(ctx.challenge.forbidden.integrity.allow))
+        if ctx.package is not None:  # the mapped modules, their packages' __init__.py, what they import from it
+            modules = [t.module for name in ctx.challenge.entries if (t := ctx.target(name)) is not None]
+            return scan_package(ctx.package.data, modules, banned, allow)
+        return scan_submission(ctx.student_file, banned, allow)
     except Unreadable as exc:
         raise CheckFailed(f"{exc}: the source cannot be checked") from None
 
@@ -65,8 +77,7 @@ def forbidden_source(ctx: Context, check: CheckSpec, p: SourceParams) -> str:
     banned = p.apis if p.apis is not None else ctx.challenge.forbidden.source
     found = [f for f in _findings(ctx, banned) if not f.unused_import and (p.integrity or not f.construct)]
     if found:
-        _raise_for(found, ". This challenge is to write the lookup yourself: index the weight "
-                          "(weight[token_ids]) or use index_select instead")
+        _raise_for(found, ". " + p.advice)
     return f"none of {', '.join(banned)} in any file" + (", no integrity finding" if p.integrity else "")
 
 
@@ -112,6 +123,8 @@ class RuntimeParams(Params):
     ops: list[str] | None = None
     inputs: dict = {}
     max_examples: int = 5
+    # what it means that such an op ran (the default is the embedding catalogue's)
+    advice: str = _LOOKUP_RUNTIME_ADVICE
 
 
 @register("forbidden_runtime", RuntimeParams, uses_reference=False)
@@ -128,8 +141,7 @@ def forbidden_runtime(ctx: Context, check: CheckSpec, p: RuntimeParams) -> str:
         got = run_student(ctx, check, dict(probe, grad_output=grad, trace_ops=True))
         used = forbidden_in({**got.get("profiled_ops", {}), **got.get("ops", {})}, sorted(banned))
         if used:
-            raise CheckFailed(f"your forward/backward ran {', '.join(used)}: a library embedding kernel did the "
-                              "work (even if it is reached through an alias, getattr or nn.Embedding)")
+            raise CheckFailed(f"your forward/backward ran {', '.join(used)}: {p.advice}")
         raise_if_tampered(got, "tracing your forward/backward")
     runs = for_all(ctx, check, case_strategy(ctx.challenge, entry, p.inputs), body, p.max_examples)
     return f"traced {runs} forward/backward passes: no forbidden op"

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
+from pydantic import model_validator
 
 from validator.cases import case_strategy
 from validator.checks import Params, for_all, register
@@ -36,6 +37,13 @@ class GradientParams(CaseParams):
     dtype: Optional[str] = "float64"
     # rows another check owns (the padding row): left out of this comparison
     exclude_rows: dict[str, list[int]] = {}
+
+    @model_validator(mode="after")
+    def _no_input_dtype(self):
+        if self.input_dtype:
+            raise ValueError("gradient checks take `dtype` (inputs and parameters, float64 by default); "
+                             "`input_dtype` is for the value, shape and relation checks")
+        return self
 
 
 def _grad_call(ctx: Context, check: CheckSpec, p: GradientParams, case):

@@ -12,7 +12,7 @@ from validator.checks.common import CheckFailed, entry_of, probe_case, probe_dim
 from validator.cases import fixed_case
 from validator.context import Context
 from validator.spec.schema import CheckSpec, resolve
-from validator.stats import Distribution, distribution_problems, text_histogram
+from validator.stats import Distribution, distribution_problems, histogram
 
 
 class InitParams(Params):
@@ -122,11 +122,13 @@ def init_distribution(ctx: Context, check: CheckSpec, p: InitParams) -> str:
     shown = ", ".join(f"{k}={v}" for k, v in dims.items() if k in p.dims)
     dist = Distribution.from_spec(p.distribution, tuple(ctx.expected_parameters(entry, dims)[p.parameter]))
     problems, facts = distribution_problems(sample, dist, p.false_failure)
+    what = f"{_what(p)} ({p.parameter} {tuple(sample.shape)}, built with {shown})"
+    # drawn for a pass too: a correct histogram beside its expected shape teaches what to look for
+    figure = histogram(sample, dist, title=what)
+    if figure is not None:
+        ctx.figures.append(figure)
     if problems:
-        picture = text_histogram(sample, dist)
-        raise CheckFailed(f"{_what(p)} ({p.parameter} {tuple(sample.shape)}, built with {shown}) should be "
-                          f"{dist.describe()}: " + "; ".join(problems)
-                          + ("\n  histogram: # your values, | expected\n" + "\n".join(picture) if picture else ""))
+        raise CheckFailed(f"{what} should be {dist.describe()}: " + "; ".join(problems))
     return f"{sample.numel()} values ({shown}): " + ", ".join(facts)
 
 

@@ -169,7 +169,7 @@ class TimeParams(Params):
     tries: int = 3
 
 
-@register("time_ratio", TimeParams)
+@register("time_ratio", TimeParams, live_reference=True)
 def time_ratio(ctx: Context, check: CheckSpec, p: TimeParams) -> str:
     """Grader-measured wall time of the student's forward+backward vs the reference's.
 

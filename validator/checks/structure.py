@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Literal, Optional
+
+from pydantic import model_validator
 
 from validator.checks import Params, register
 from validator.checks.common import (CheckFailed, entry_of, match_parameters, probe_case, probe_dims,
-                                     run_student)
+                                     naming_advice, run_student, unmatched_parameters)
 from validator.context import Context
 from validator.spec.schema import CheckSpec
 
@@ -22,12 +24,13 @@ class SignatureParams(Params):
 def signature(ctx: Context, check: CheckSpec, p: SignatureParams) -> str:
     name, entry = entry_of(ctx, check)
     info = ctx.entries.get(name) or {}
+    label = ctx.label(name)
     if not info.get("exists"):
         raise CheckFailed(f"layers.py defines no {name!r}; the challenge expects {_KIND_WORDS[entry.kind]} with that name")
     ok_kind = {"module": info.get("is_module_class"), "autograd_function": info.get("is_autograd_function"),
                "function": info.get("callable") and not info.get("is_class")}[entry.kind]
     if not ok_kind:
-        raise CheckFailed(f"{name} is a {info.get('type')}, expected {_KIND_WORDS[entry.kind]}")
+        raise CheckFailed(f"{label} is a {info.get('type')}, expected {_KIND_WORDS[entry.kind]}")
     expected = p.names
     if expected is None:
         expected = [a for a in entry.init if isinstance(a, str)] + entry.accepts if entry.kind == "module" \
@@ -37,11 +40,34 @@ def signature(ctx: Context, check: CheckSpec, p: SignatureParams) -> str:
         return "signature could not be inspected; calls will tell"
     if entry.kind == "autograd_function":
         got = got[: len(expected)]
+    if ctx.target(name) is not None and list(got[: len(expected)]) != list(expected):
+        return _positional_signature(ctx, check, name, entry, info, expected)
     if list(got[: len(expected)]) != list(expected):
         raise CheckFailed(f"{name}{info.get('signature')} does not match the contract: expected parameters "
                           f"({', '.join(expected)}), in that order")
     _not_a_stub(ctx, check, name, entry)
-    return f"{name}{info.get('signature')}"
+    return f"{label}{info.get('signature')}"
+
+
+def _positional_signature(ctx: Context, check: CheckSpec, name: str, entry, info: dict, expected: list[str]) -> str:
+    """In a student's own package names may differ: the contract's arguments must fit by position.
+
+    The worker passes the contract's positional arguments by position and each keyword
+    (``device=``, ``dtype=``, options) by name where the signature has that name, else at
+    its position in the contract (see :func:`validator.runner.bind_by_position`).
+    """
+    label = ctx.label(name)
+    got = info.get("parameters") or []
+    takes = info.get("positional")
+    if takes is None:  # an older worker's description: every named parameter counts
+        takes = len(got)
+    if takes != -1 and takes < len(expected):
+        raise CheckFailed(f"{label}{info.get('signature')} takes {takes} argument(s) by position, but the contract "
+                          f"passes {len(expected)} ({', '.join(expected)}): in your own package the names may "
+                          "differ, the order and the number may not")
+    _not_a_stub(ctx, check, name, entry)
+    pairs = ", ".join(f"{c}->{g}" if c != g else c for c, g in zip(expected, got))
+    return f"{label}{info.get('signature')}: the contract's arguments by position ({pairs})"
 
 
 def _not_a_stub(ctx: Context, check: CheckSpec, name: str, entry) -> None:
@@ -72,12 +98,19 @@ def parameters(ctx: Context, check: CheckSpec, p: ParametersParams) -> str:
     structure = result["structure"]
     found = structure["parameters"]
     expected = ctx.expected_parameters(entry, dims)
-    built = f"{name}({', '.join(f'{k}={v}' for k, v in dims.items())})"
+    built = f"{ctx.label(name)}({', '.join(f'{k}={v}' for k, v in dims.items())})"
     problems = []
     by_name = {q["name"]: q for q in found}
     stray = {s["name"]: s for s in structure["stray_tensors"]}
     buffers = {b["name"]: b for b in structure["buffers"]}
-    mapping, _ = match_parameters(expected, found)
+    explicit = ctx.explicit_parameters(name)
+    mapping, _ = match_parameters(expected, found, explicit)
+    in_place = ctx.target(name) is not None  # a package names its parameters as it likes; the mapping or shapes match them
+    if in_place and mapping is None:
+        raise CheckFailed(f"{built}: " + unmatched_parameters(expected, found, explicit,
+                                                              naming_advice(ctx, name)))
+    if in_place:
+        by_name = by_name | {pname: by_name[mapping[pname]] for pname in expected if mapping[pname] in by_name}
     for pname, shape in expected.items():
         got = by_name.get(pname)
         if got is None:
@@ -89,6 +122,8 @@ def parameters(ctx: Context, check: CheckSpec, p: ParametersParams) -> str:
             elif mapping and mapping.get(pname) and mapping[pname] != pname:
                 problems.append(f"expected a parameter named `{pname}`, found `{mapping[pname]}` with the right shape "
                                 f"{shape}: rename it (the other checks graded it under its shape)")
+            elif mapping is None and sum(tuple(q["shape"]) == shape for q in found) > 1:
+                problems.append(unmatched_parameters({pname: shape}, found, explicit, naming_advice(ctx, name)))
             else:
                 shapes = ", ".join(f"{q['name']} {tuple(q['shape'])}" for q in found) or "none"
                 problems.append(f"expected a parameter `{pname}` of shape {shape}; registered parameters: {shapes}")
@@ -115,25 +150,67 @@ def parameters(ctx: Context, check: CheckSpec, p: ParametersParams) -> str:
                             "they are separate tensors, so they will drift apart in training")
     if problems:
         raise CheckFailed(f"{built}: " + "; ".join(problems))
+    if in_place:
+        return f"{built}: " + ", ".join(f"{n} = your {mapping[n]} {tuple(by_name[n]['shape'])}" for n in expected)
     return f"{built}: " + ", ".join(f"{n} {tuple(by_name[n]['shape'])}" for n in expected)
 
 
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
 class DtypeParams(Params):
-    dtype: Optional[str] = None
-    default_dtype: Optional[str] = None
+    """Which build to check, and whose dtype the output must have.
+
+    ``output_follows: parameters`` (default): the output has the parameters' dtype (an embedding,
+    a linear layer). ``output_follows: input``: the output has the dtype of the float input it was
+    given, whatever the parameters hold (RMSNorm, RoPE, softmax compute in float32 and cast back).
+    ``input_dtype`` casts the float inputs of the probe call (bf16 in, bf16 out; or float64 inputs for a
+    layer built with ``dtype=torch.float64`` whose output follows its parameters); without ``dtype`` or
+    ``default_dtype`` the parameters are then expected in the grader's default dtype.
+    """
+
+    dtype: Optional[Literal["float16", "bfloat16", "float32", "float64"]] = None
+    default_dtype: Optional[Literal["float16", "bfloat16", "float32", "float64"]] = None
+    input_dtype: Optional[Literal["float16", "bfloat16", "float32", "float64"]] = None
+    output_follows: Literal["parameters", "input"] = "parameters"
     forward: bool = True
+
+    @model_validator(mode="after")
+    def _something_to_check(self):
+        if self.dtype and self.default_dtype:
+            raise ValueError("give `dtype` or `default_dtype`, not both")
+        if not (self.dtype or self.default_dtype or self.input_dtype):
+            raise ValueError("give `dtype` (built with dtype=), `default_dtype` or `input_dtype`")
+        if self.output_follows == "input" and not self.forward:
+            raise ValueError("`output_follows: input` needs `forward: true` (it checks the output)")
+        return self
+
+
+def _dt(dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 @register("dtype", DtypeParams, uses_reference=False)
 def dtype(ctx: Context, check: CheckSpec, p: DtypeParams) -> str:
+    import torch
+
     name, entry = entry_of(ctx, check)
-    want_dtype = p.dtype or p.default_dtype or "float64"
+    want_dtype = p.dtype or p.default_dtype or _dt(torch.get_default_dtype())
     case = probe_case(ctx, entry)
-    kwargs = {"dtype": __import__("torch").__dict__[p.dtype]} if p.dtype else {}
-    how = f"dtype=torch.{p.dtype}" if p.dtype else f"torch.set_default_dtype(torch.{p.default_dtype})"
-    want = ["structure", "output"] if p.forward else ["structure", "construct_only"]
-    result = run_student(ctx, check, ctx.build_call(name, case, want=want, init_kwargs=kwargs,
-                                                    default_dtype=p.default_dtype), f"building with {how}")
+    kwargs = {"dtype": getattr(torch, p.dtype)} if p.dtype else {}
+    hows = [f"dtype=torch.{p.dtype}" if p.dtype else
+            f"torch.set_default_dtype(torch.{p.default_dtype})" if p.default_dtype else ""]
+    call = ctx.build_call(name, case, want=["structure", "output"] if p.forward else ["structure", "construct_only"],
+                          init_kwargs=kwargs, default_dtype=p.default_dtype,
+                          input_dtype=getattr(torch, p.input_dtype) if p.input_dtype else None)
+    floats_in = [item["value"] for item in call["inputs"]
+                 if isinstance(item["value"], torch.Tensor) and item["value"].dtype.is_floating_point]
+    if p.output_follows == "input":
+        if not floats_in:
+            raise RuntimeError("`output_follows: input` needs a float input to follow (a spec bug)")
+        hows.append(f"{_dt(floats_in[0].dtype)} inputs")
+    how = ", ".join(h for h in hows if h)
+    result = run_student(ctx, check, call, f"building with {how}" if entry.kind == "module" else f"calling with {how}")
     problems = []
     tensors = [q for q in _all_tensors(result.get("structure") or {}) if q["dtype"].startswith(("float", "bfloat"))]
     if entry.kind == "module" and not tensors and entry.parameters:
@@ -148,9 +225,21 @@ def dtype(ctx: Context, check: CheckSpec, p: DtypeParams) -> str:
                           + (": pass dtype=dtype when you create them" if p.dtype else
                              ": create them without a hard-coded dtype"))
     out = result.get("output")
-    if p.forward and out is not None and str(out.dtype).removeprefix("torch.") != want_dtype:
-        raise CheckFailed(f"with {how}, the parameters are {want_dtype} but the output is "
-                          f"{str(out.dtype).removeprefix('torch.')}: do not cast the result")
+    if not p.forward or out is None:
+        return f"{how}: all tensors {want_dtype}"
+    got = _dt(out.dtype)
+    if p.output_follows == "input":
+        want_out = _dt(floats_in[0].dtype)
+        if got != want_out:
+            params_note = f" (parameters {want_dtype})" if tensors else ""
+            cause = ("compute in float32 if you must, then cast the result back with .to(x.dtype)"
+                     if got in ("float32", "float64") else
+                     "do not cast the result to another dtype (or compute in float32 and cast back to x.dtype)")
+            raise CheckFailed(f"with {how}{params_note}, the output is {got}, expected {want_out}: the output must "
+                              f"have the dtype of its input; {cause}")
+        return f"{how}: " + (f"parameters {want_dtype}, " if tensors else "") + f"output {got} like its input"
+    if got != want_dtype:
+        raise CheckFailed(f"with {how}, the parameters are {want_dtype} but the output is {got}: do not cast the result")
     return f"{how}: all tensors {want_dtype}"
 
 

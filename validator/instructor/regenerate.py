@@ -18,7 +18,8 @@ from typing import Sequence
 
 from validator import paths
 from validator.instructor import docs, stubgen
-from validator.instructor.fixtures import FixtureFile, fingerprint, fixture_path, versions
+from validator.instructor.fixtures import fingerprint
+from validator.reference_side import FixtureFile, fixture_path, live_only_tests, versions
 from validator.instructor.selfcheck import check_challenge, key_answers, live_shortfall, record
 from validator.questions import load_key
 from validator.spec import Challenge, SpecError, load_catalogue
@@ -50,11 +51,9 @@ def plan(catalogue: dict[str, Challenge], *, reference_file: Path, challenges_di
     out.texts[student_dir / "layers.py"] = stub
     out.texts[student_dir / "answers.yaml"] = docs.answers_template(catalogue)
     snippets = stubgen.entry_snippets(stub)
-    from validator.instructor.fixtures import LIVE_ONLY_TESTS
-
     for cid, challenge in catalogue.items():
         out.texts[challenges_dir / f"{cid}.md"] = docs.challenge_page(challenge, snippets,
-                                                                      deferred_tests=LIVE_ONLY_TESTS)
+                                                                      deferred_tests=live_only_tests())
         path = fixture_path(challenges_dir, cid)
         want = fingerprint(challenge, reference_file=reference_file)
         if not path.exists():

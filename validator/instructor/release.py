@@ -23,12 +23,12 @@ import yaml
 
 from validator import paths
 from validator.instructor import stubgen
-from validator.instructor.fixtures import SUFFIX, versions
+from validator.reference_side import SUFFIX, versions
 from validator.spec import SpecError, load_catalogue
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
-# Instructor tools stay out of a handout; fixtures.py replays the frozen reference there.
-HANDOUT_INSTRUCTOR_FILES = ("__init__.py", "fixtures.py")
+# Instructor tools stay out of a handout (the engine's reference_side.py replays the frozen reference there).
+HANDOUT_INSTRUCTOR_FILES = ("__init__.py",)
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis")
 MIN_LEAK_LINE = 32  # shorter single lines ('raise ValueError(') are not telling; pairs are
 
@@ -196,7 +196,7 @@ def handout(out: Path, *, force: bool = False, challenges_dir: Path | None = Non
             reference_dir: Path | None = None, student_dir: Path | None = None) -> tuple[list[str], list[str]]:
     """Build a student handout in ``out``; returns its top-level entries and the solution lines that
     the specs quote on purpose (hints), which the leak search lets through."""
-    from validator.instructor.fixtures import RECORD_SEEDS
+    from validator.reference_side import RECORD_SEEDS
     from validator.instructor.regenerate import plan
 
     root = paths.PROJECT_ROOT

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from validator.api import grade
-from validator.instructor.fixtures import (RECORD_PROFILES, RECORD_SEEDS, FixtureFile, Recorder, fingerprint,
-                                           fixture_path, live_only, versions)
+from validator.instructor.fixtures import RecordingReference, fingerprint
+from validator.reference_side import (RECORD_PROFILES, RECORD_SEEDS, FixtureFile, fixture_path, live_only_tests,
+                                      versions)
 from validator.results import ChallengeResult
 from validator.spec.schema import Challenge
 from validator.worker.client import Worker
@@ -62,14 +63,14 @@ def record(challenge: Challenge, *, catalogue: dict[str, Challenge], reference_f
 
     Returns the fixture and what kept the reference from full marks (empty when sound).
     """
-    recorder = Recorder()
+    recorder = RecordingReference.from_file(reference_file)
     problems: list[str] = []
     with Worker(reference_file) as worker:
         for profile in profiles:
             for seed in seeds:
                 report = grade(reference_file, challenges=[challenge.id], seed=seed, profile=profile,
                                answers={challenge.id: answers}, worker=worker, catalogue=catalogue,
-                               reference_dir=reference_file.parent, reference_mode="live", recorder=recorder)
+                               reference_dir=reference_file.parent, reference=recorder)
                 lost = [x for x in shortfall(report.challenges[0])  # a missing key answer is reported once, apart
                         if not (x.startswith("question_") and x.split()[0].removeprefix("question_") not in answers)]
                 if lost:
@@ -78,7 +79,7 @@ def record(challenge: Challenge, *, catalogue: dict[str, Challenge], reference_f
     fixture = FixtureFile(challenge=challenge.id,
                           fingerprint=fingerprint(challenge, reference_file=reference_file),
                           seeds=list(seeds), profiles=list(profiles),
-                          deferred=[c.id for c in challenge.checks if live_only(c.test)],
+                          deferred=[c.id for c in challenge.checks if c.test in live_only_tests()],
                           versions=versions(), results=recorder.slimmed())
     return fixture, problems
 

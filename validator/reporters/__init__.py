@@ -1,1 +1,4 @@
-"""Renderers of plain-data results: terminal and JSON here; batch formats beside them."""
+"""Renderers of plain-data results: terminal, JSON and HTML here, batch formats beside them.
+
+``figures`` draws the figures a check carries (an init histogram) as text for every text reporter.
+"""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from validator.reporters.figures import figure_lines
 from validator.results import Report
 
 MAX_OUTPUT_CHARS = 8000
@@ -28,6 +29,8 @@ def gradescope_dict(report: Report, *, visibility: str = "visible") -> dict:
                 lines.append(f"problem: {ch.problem}")
             if c.message:
                 lines.append(c.message)
+            if not c.ok:
+                lines.extend(figure_lines(c.figures))
             if c.reproduce:
                 lines.append(f"reproduce: {c.reproduce}")
             if c.review:

@@ -12,6 +12,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from validator.reporters.figures import figure_lines
 from validator.results import Report
 
 _INVALID_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -38,7 +39,8 @@ def junit_tree(report: Report, *, name: str | None = None) -> ET.Element:
         for c in ch.checks:
             case = ET.SubElement(suite, "testcase", classname=clean(f"{name}.{ch.id}"), name=clean(c.id),
                                  time=f"{c.duration_s:.3f}")
-            text = "\n".join(x for x in (c.title, c.message, c.reproduce and f"reproduce: {c.reproduce}") if x)
+            picture = "\n".join(figure_lines(c.figures)) if not c.ok else ""
+            text = "\n".join(x for x in (c.title, c.message, picture, c.reproduce and f"reproduce: {c.reproduce}") if x)
             first = (c.message or c.status).splitlines()[0] if (c.message or c.status) else c.status
             if c.status == "failed":
                 counts["failures"] += 1

@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from validator.reporters.figures import figure_lines
 from validator.results import ChallengeResult, CheckResult, Report
 
 ICONS = {"passed": "[green]PASS[/]", "failed": "[red]FAIL[/]", "error": "[red]ERROR[/]",
@@ -17,23 +18,25 @@ def _points(score: float, max_score: float) -> str:
 
 
 def reproduce_run(*, seed: int, profile: str, student: str | None, challenges: list[str],
-                  device: str | None = None, checks: list[str] | None = None) -> str:
+                  device: str | None = None, checks: list[str] | None = None, map_arg: str | None = None) -> str:
     """The command that replays this run: same file, seed, profile, device and selection."""
     from shlex import quote
 
     return (f"validator submit-build --seed {seed} --profile {quote(profile)}"
             + (f" --student {quote(student)}" if student else "")
+            + (f" --map {quote(map_arg)}" if map_arg else "")
             + "".join(f" --challenge {quote(c)}" for c in challenges)
             + "".join(f" --check {quote(c)}" for c in checks or [])
             + (f" --device {quote(device)}" if device else ""))
 
 
 def render_header(console: Console, *, seed: int, profile: str, student: str, challenges: list[str],
-                  device: str | None = None, student_arg: str | None = None, checks: list[str] | None = None) -> None:
+                  device: str | None = None, student_arg: str | None = None, checks: list[str] | None = None,
+                  map_arg: str | None = None) -> None:
     console.print(f"[bold]submit-build[/] · student {escape(student)} · profile {profile} · seed {seed}"
                   + (f" · your layers on {escape(device)}" if device else ""), soft_wrap=True)
     command = reproduce_run(seed=seed, profile=profile, student=student_arg or student, challenges=challenges,
-                            device=device, checks=checks)
+                            device=device, checks=checks, map_arg=map_arg)
     # soft_wrap: never broken into lines at the terminal width, so the command survives copy-paste
     console.print(f"  reproduce this run: [cyan]{escape(command)}[/]", soft_wrap=True)
 
@@ -62,6 +65,8 @@ def render_challenge(console: Console, result: ChallengeResult) -> None:
     for c in result.checks:
         table.add_row(ICONS.get(c.status, c.status), escape(c.id), c.kind, _points(c.score, c.max_score))
     console.print(table)
+    for entry, where in result.implementations.items():
+        console.print(f"graded in place: {escape(entry)} is {escape(where)}")
     if result.problem:
         console.print(f"[red]problem:[/] {escape(result.problem)}")
     for c in result.checks:
@@ -82,6 +87,8 @@ def _details(console: Console, c: CheckResult) -> None:
     if c.message:
         for line in c.message.splitlines():
             console.print(f"    {escape(line)}")
+    for line in figure_lines(c.figures):
+        console.print(f"    {escape(line)}")
     if c.explanation:
         console.print(f"    [dim]why:[/] {escape(c.explanation.strip())}")
     if c.reproduce and c.kind != "question":
@@ -90,7 +97,7 @@ def _details(console: Console, c: CheckResult) -> None:
 
 def is_deferred(check: CheckResult) -> bool:
     """Skipped here because only official grading can grade it: a reference-only check, a recorded answer."""
-    from validator.instructor.fixtures import DEFERRED
+    from validator.reference_side import DEFERRED
 
     return check.status == "skipped" and (check.message.startswith(DEFERRED) or check.message.startswith("recorded"))
 
@@ -112,6 +119,22 @@ def breakdown(report: Report) -> dict[str, float]:
     return out
 
 
+BREAKDOWN_LABELS = (("earned", "earned"), ("deferred", "deferred to official grading"),
+                    ("unanswered", "unanswered"), ("lost", "lost"))
+
+
+def verdict(report: Report, parts: dict[str, float] | None = None) -> tuple[str, str]:
+    """The headline's verdict as (tone, words): tone ``good``, ``partial`` (only unanswered) or ``short``."""
+    parts = parts or breakdown(report)
+    if report.ok:
+        return "good", "all checks passed"
+    if not parts["lost"] and not parts["unanswered"]:
+        return "good", "everything gradable here passed"
+    if not parts["lost"]:
+        return "partial", "every graded check passed; some questions are unanswered"
+    return "short", "some checks fell short"
+
+
 def render_summary(console: Console, report: Report) -> None:
     console.print()
     for ch in report.challenges:
@@ -121,18 +144,10 @@ def render_summary(console: Console, report: Report) -> None:
         detail = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         console.print(f"  {escape(ch.id):32} {_points(ch.score, ch.max_score):>10}   {detail}")
     parts = breakdown(report)
-    if report.ok:
-        verdict = "[green]all checks passed[/]"
-    elif not parts["lost"] and not parts["unanswered"]:
-        verdict = "[green]everything gradable here passed[/]"
-    elif not parts["lost"]:
-        verdict = "[yellow]every graded check passed; some questions are unanswered[/]"
-    else:
-        verdict = "[red]some checks fell short[/]"
-    split = [f"{parts[k]:g} {label}" for k, label in (("deferred", "deferred to official grading"),
-                                                       ("unanswered", "unanswered"), ("lost", "lost"))
-             if parts[k] > 0]
-    console.print(f"[bold]total {_points(report.score, report.max_score)}[/] · {verdict} · "
+    tone, words = verdict(report, parts)
+    colour = {"good": "green", "partial": "yellow", "short": "red"}[tone]
+    split = [f"{parts[k]:g} {label}" for k, label in BREAKDOWN_LABELS[1:] if parts[k] > 0]
+    console.print(f"[bold]total {_points(report.score, report.max_score)}[/] · [{colour}]{words}[/] · "
                   + (f"{' · '.join(split)} · " if split else "") + f"{report.duration_s:.1f} s")
     for note in report.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")

@@ -68,9 +68,13 @@ class InputSpec(Strict):
     choices: list[Any] = Field(default_factory=list)
     max_leading_dims: int = Field(3, ge=0, le=6)
     max_side: int = Field(4, ge=0, le=64)
+    # float inputs: standard normal values times `scale` (1e-3 for tiny activations, 1e4 for huge ones)
+    scale: Optional[float] = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _consistent(self):
+        if self.scale is not None and self.type != "float":
+            raise ValueError("`scale` is for inputs of type float")
         if self.type == "token_ids" and self.high is None:
             raise ValueError("token_ids inputs need `high` (the vocabulary size)")
         if self.dtype is not None and self.dtype not in (

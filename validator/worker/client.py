@@ -53,8 +53,11 @@ class Worker:
 
     def __init__(self, student_file: str | os.PathLike, *, startup_timeout: float = 60.0,
                  preexec: Callable[[], None] | None = None, env: dict[str, str] | None = None,
-                 cwd: str | None = None, command: list[str] | None = None):
+                 cwd: str | None = None, command: list[str] | None = None, package: dict | None = None):
         self.student_file = str(Path(student_file).resolve())
+        # A student's package: {"root": staged copy, "targets": {"challenge.Entry": [module, attr]}} (see
+        # validator.package); the load request imports those instead of layers.py.
+        self.package = package
         self.startup_timeout = startup_timeout
         self.preexec = preexec
         self.extra_env = env or {}
@@ -70,6 +73,11 @@ class Worker:
         # Entries whose calls timed out (see request): after two time-outs they are not called again.
         self.timed_out: dict[str, tuple[str, int]] = {}  # entry -> (where it first timed out, time-outs)
         self.current_check: str | None = None  # set by the grading loop, named in those failures
+
+    def sibling(self) -> "Worker":
+        """A new, unstarted worker for the same student file, with the same options."""
+        return Worker(self.student_file, startup_timeout=self.startup_timeout, preexec=self.preexec,
+                      env=self.extra_env, cwd=self.cwd, command=self.command, package=self.package)
 
     # -- lifecycle -----------------------------------------------------------
     def start(self) -> None:
@@ -116,8 +124,11 @@ class Worker:
         self.start()
         if self.load_reply is None:
             self._roundtrip({"op": "hello"}, self.startup_timeout, "starting the worker")
-            self.load_reply = self._roundtrip({"op": "load", "path": self.student_file},
-                                              self.startup_timeout, "importing layers.py")
+            load = {"op": "load", "path": self.student_file}
+            if self.package:
+                load["package"] = self.package
+            self.load_reply = self._roundtrip(load, self.startup_timeout,
+                                              "importing your package" if self.package else "importing layers.py")
         return self.load_reply
 
     def load(self) -> dict:
@@ -470,8 +481,8 @@ class SandboxedWorker(Worker):
     """
 
     def __init__(self, student_file: str | os.PathLike, *, template: Template, sandbox: "Sandbox",
-                 budget_s: float | None = None, startup_timeout: float = 60.0):
-        super().__init__(student_file, startup_timeout=startup_timeout)
+                 budget_s: float | None = None, startup_timeout: float = 60.0, package: dict | None = None):
+        super().__init__(student_file, startup_timeout=startup_timeout, package=package)
         self.template = template
         self.sandbox = sandbox
         self.budget_s = budget_s

@@ -26,6 +26,7 @@ import time
 import traceback
 
 _STUDENT_FILE: str | None = None  # set in a sandboxed worker: its own copy of layers.py, whatever the grader names
+_STAGED_ROOT: str | None = None  # set in a sandboxed worker: its scratch dir, where a package's files were copied
 
 
 def _load_student(path: str) -> tuple[dict, dict]:
@@ -50,6 +51,62 @@ def _load_student(path: str) -> tuple[dict, dict]:
     return vars(module), {}
 
 
+def _load_package(root: str, targets: dict) -> tuple[dict, dict]:
+    """Import a student's package from its staged root: ``challenge.Entry -> [module, attr]``.
+
+    Returns the namespace (qualified names, plus each contract name that only one challenge
+    uses) and one error per entry that could not be found. A module that fails to import
+    costs only the entries it holds.
+    """
+    import importlib
+
+    from validator.runner import exception_info, install_thread_counter
+
+    install_thread_counter()
+    origin = os.path.join(os.path.abspath(root), "")
+    sys.path.insert(0, origin.rstrip(os.sep))
+    importlib.invalidate_caches()
+    namespace: dict = {}
+    errors: dict = {}
+    modules: dict = {}
+    for qualified, (module_name, attr) in sorted(targets.items()):
+        if module_name not in modules:
+            try:
+                module = importlib.import_module(module_name)
+                where = os.path.abspath(getattr(module, "__file__", None) or "")
+                modules[module_name] = module if where.startswith(origin) else _clash(module_name, where)
+            except BaseException as exc:  # noqa: BLE001 - reported for the entries of this module only
+                info = exception_info(exc, origin=origin)
+                if isinstance(exc, SyntaxError):
+                    info["where"] = [{"file": _relative(exc.filename or "", origin), "line": exc.lineno or 0,
+                                      "function": "<module>", "code": (exc.text or "").rstrip()}]
+                    info["message"] = exc.msg
+                modules[module_name] = info
+        found = modules[module_name]
+        if isinstance(found, dict):
+            errors[qualified] = found
+        elif not hasattr(found, attr):
+            errors[qualified] = {"type": "AttributeError", "mro": ["AttributeError"], "where": [],
+                                 "message": f"module {module_name} has no attribute {attr!r}"}
+        else:
+            namespace[qualified] = getattr(found, attr)
+    plain: dict = {}
+    for qualified, obj in namespace.items():
+        plain.setdefault(qualified.partition(".")[2], []).append(obj)
+    namespace.update({name: objs[0] for name, objs in plain.items() if len(objs) == 1})
+    return namespace, errors
+
+
+def _relative(filename: str, origin: str) -> str:
+    return filename[len(origin):] if filename.startswith(origin) else os.path.basename(filename)
+
+
+def _clash(module_name: str, where: str) -> dict:
+    return {"type": "ImportError", "mro": ["ImportError"], "where": [],
+            "message": f"{module_name} resolved to {where or 'a built-in module'}, outside your package: its name "
+                       "clashes with an installed module; rename your package"}
+
+
 def serve(req_fd: int, resp_fd: int) -> None:
     import torch
 
@@ -71,6 +128,12 @@ def serve(req_fd: int, resp_fd: int) -> None:
         try:
             if op == "hello":
                 reply = {"ok": True, "pid": os.getpid(), "torch": torch.__version__}
+            elif op == "load" and request.get("package"):
+                root = _STAGED_ROOT or request["package"]["root"]
+                origin = os.path.join(os.path.abspath(root), "")
+                namespace, errors = _load_package(root, request["package"]["targets"])
+                reply = {"ok": True, "exception": None, "entry_errors": errors,
+                         "names": sorted(k for k in namespace if not k.startswith("_"))}
             elif op == "load":
                 origin = os.path.abspath(_STUDENT_FILE or request["path"])
                 namespace, error = _load_student(origin)
@@ -161,7 +224,7 @@ def _prepare_template() -> None:
     from validator.worker import protocol  # noqa: F401
 
     runner.skip_absent_device_seeding()
-    # The first dispatch-mode trace imports ~800 modules (dynamo, sympy): pay that once, here.
+    # The first trace warms lazily built dispatch and profiler state: pay that once, here, before forking.
     weight = torch.nn.Parameter(torch.nn.init.trunc_normal_(torch.empty(4, 3)))
     call = {"entry": "f", "kind": "function", "inputs": [{"value": torch.tensor([0, 2, 2])}],
             "want": ["output"], "trace_ops": True, "track_memory": True, "grad_output": torch.ones(3, 3)}
@@ -278,8 +341,9 @@ def _spawn(box, student_name: str, fds: list[int], ctrl: socket.socket) -> int:
         os.environ.clear()
         os.environ.update(env)
         _clean_sys_path()
-        global _STUDENT_FILE
+        global _STUDENT_FILE, _STAGED_ROOT
         _STUDENT_FILE = os.path.join(directory, student_name)
+        _STAGED_ROOT = directory
         sys.stdout = open(1, "w", buffering=1, closefd=False)
         sys.stderr = open(2, "w", buffering=1, closefd=False)
         serve(3, 4)

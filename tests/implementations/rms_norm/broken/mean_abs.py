@@ -1,0 +1,19 @@
+"""Divides by the mean absolute value instead of the root mean square."""
+
+import torch
+from torch import nn
+
+MAY_FAIL = ["matches_reference", "no_library_norm_source", "eps_inside_sqrt", "custom_eps", "bf16_accuracy",
+            "fp16_accuracy", "fp16_large_inputs", "gradients"]
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, d_model, eps=1e-5, device=None, dtype=None):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model, device=device, dtype=dtype))
+
+    def forward(self, x):
+        in_dtype = x.dtype
+        x = x.float()
+        return (x / (x.abs().mean(dim=-1, keepdim=True) + self.eps) * self.weight).to(in_dtype)

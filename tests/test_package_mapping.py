@@ -1,0 +1,472 @@
+"""A student's own package graded in place through a [tool.validator] mapping (issue 11, last part).
+
+The fixture tests/packages/cs336_style is a CS336-style package (cs336_basics/model.py,
+cs336_basics/nn_utils.py) whose classes, functions, constructor arguments and parameters
+are named the student's way. The same code with the contract's names, copied into one
+layers.py (:func:`layers_copy`), must get the same verdicts, correct and broken alike.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import tokenize
+from contextlib import redirect_stderr
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers import catalogue
+from validator.api import grade
+from validator.checks.common import match_parameters, unmatched_parameters
+from validator.integrity import scan_package
+from validator.package import MapError, is_package_root, load_package, top_level_names
+from validator.runner import bind_by_position
+
+FIXTURE = Path(__file__).resolve().parent / "packages" / "cs336_style"
+MAPPED = ["token_embedding", "embedding_functional", "learned_positional_embedding"]
+# The student's names -> the contract's, for the layers.py copy of the same code.
+CONTRACT_NAMES = {"MyEmbedding": "Embedding", "PositionTable": "LearnedPositionalEmbedding",
+                  "lookup_rows": "embedding", "ids": "token_ids", "table": "weight", "pe": "weight",
+                  "vocab_size": "num_embeddings", "d_model": "embedding_dim", "context_length": "max_seq_len",
+                  "dev": "device", "dt": "dtype"}
+
+
+def copy_package(tmp_path: Path, name: str = "pkg") -> Path:
+    dest = tmp_path / name
+    shutil.copytree(FIXTURE, dest)
+    return dest
+
+
+def patch(root: Path, rel: str, old: str, new: str) -> None:
+    path = root / rel
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {rel}: the fixture changed"
+    path.write_text(text.replace(old, new, 1))
+
+
+def layers_copy(root: Path, into: Path) -> Path:
+    """The package's code in one layers.py, every student name replaced by the contract's.
+
+    Names are replaced token by token, so text inside strings (f-strings included) is left as it is:
+    the fixture's f-strings name locals only.
+    """
+    parts = []
+    for rel in ("cs336_basics/nn_utils.py", "cs336_basics/model.py"):
+        source = (root / rel).read_text().replace("from .nn_utils import lookup_rows\n", "")
+        tokens = [(t.type, CONTRACT_NAMES.get(t.string, t.string) if t.type == tokenize.NAME else t.string)
+                  for t in tokenize.generate_tokens(io.StringIO(source).readline)]
+        parts.append(tokenize.untokenize(tokens))
+    into.mkdir(parents=True, exist_ok=True)
+    layers = into / "layers.py"
+    layers.write_text("\n\n".join(parts))
+    return layers
+
+
+def verdicts(report) -> dict[str, str]:
+    return {f"{ch.id}/{c.id}": c.status for ch in report.challenges for c in ch.checks if c.kind != "question"}
+
+
+def grade_both(root: Path, tmp_path: Path, challenges: list[str], *, seed: int = 3, checks=None):
+    package = load_package(root, catalogue())
+    in_place = grade(root, challenges=challenges, seed=seed, profile="quick", catalogue=catalogue(),
+                     package=package, checks=checks)
+    copied = grade(layers_copy(root, tmp_path / "copy"), challenges=challenges, seed=seed, profile="quick",
+                   catalogue=catalogue(), checks=checks)
+    return in_place, copied
+
+
+# -- the mapping: read and checked against the catalogue ---------------------------------------------
+def test_fixture_mapping_is_read():
+    package = load_package(FIXTURE, catalogue())
+    assert is_package_root(FIXTURE)
+    target = package.target("token_embedding", "Embedding")
+    assert (target.label, target.file) == ("cs336_basics.model:MyEmbedding", "cs336_basics/model.py")
+    assert package.target("embedding_functional", "embedding").label == "cs336_basics.nn_utils:lookup_rows"
+    assert package.parameters == {"learned_positional_embedding": {"LearnedPositionalEmbedding": {"weight": "pe"}}}
+    assert sorted(package.mapped_challenges(list(catalogue()))) == sorted(MAPPED)
+    assert "tied_lm_head" in package.unmapped and "not mapped" in package.unmapped["tied_lm_head"]["TiedEmbeddingLM"]
+    assert set(package.data) == {"cs336_basics/__init__.py", "cs336_basics/model.py", "cs336_basics/nn_utils.py"}
+
+
+MALFORMED = [
+    ('"nosuch.Embedding" = "cs336_basics.model:MyEmbedding"', "unknown challenge 'nosuch'"),
+    ('"token_embedding.Embeding" = "cs336_basics.model:MyEmbedding"', "has no entry 'Embeding'"),
+    ('"token_embedding" = "cs336_basics.model:MyEmbedding"', 'must be "challenge.Entry"'),
+    ('"token_embedding.Embedding" = "cs336_basics.model.MyEmbedding"', 'is not "module:attr"'),
+    ('"token_embedding.Embedding" = "cs336_basics.modle:MyEmbedding"', "no module cs336_basics.modle"),
+    ('"token_embedding.Embedding" = "cs336_basics.model:YourEmbedding"', "defines no 'YourEmbedding'"),
+    ('"token_embedding.Embedding" = 3', 'is not "module:attr"'),
+]
+
+
+@pytest.mark.parametrize("line, said", MALFORMED)
+def test_malformed_mapping_names_file_and_key(tmp_path, line, said):
+    root = copy_package(tmp_path)
+    (root / "pyproject.toml").write_text(f"[tool.validator.map]\n{line}\n")
+    with pytest.raises(MapError) as info:
+        load_package(root, catalogue())
+    message = str(info.value)
+    assert said in message and "pyproject.toml" in message and "tool.validator.map" in message
+
+
+def test_invalid_toml_unknown_keys_and_parameter_tables(tmp_path):
+    root = copy_package(tmp_path)
+    (root / "pyproject.toml").write_text("[tool.validator.map\n")
+    with pytest.raises(MapError, match="pyproject.toml: invalid TOML"):
+        load_package(root, catalogue())
+    (root / "pyproject.toml").write_text('[tool.validator]\nmapping = {}\n'
+                                         '[tool.validator.parameters."token_embedding.Embedding"]\nwieght = "table"\n')
+    with pytest.raises(MapError) as info:
+        load_package(root, catalogue())
+    assert "unknown key tool.validator.mapping" in str(info.value)
+    assert "'wieght' is not a parameter of the contract; its parameters: weight" in str(info.value)
+
+
+def test_map_file_given_with_map_uses_its_top_level_tables(tmp_path):
+    root = copy_package(tmp_path)
+    (root / "pyproject.toml").unlink()
+    mapping = tmp_path / "course-map.toml"
+    mapping.write_text('[map]\n"token_embedding.Embedding" = "cs336_basics.model:MyEmbedding"\n')
+    package = load_package(root, catalogue(), map_path=mapping, map_arg=str(mapping))
+    assert package.mapped_challenges(list(catalogue())) == ["token_embedding"]
+    assert not is_package_root(root)
+
+
+def test_top_level_names_sees_imports_and_conditionals():
+    assert {"A", "f", "x", "np"} <= top_level_names(b"import numpy as np\nclass A: pass\nif 1:\n  def f(): pass\nx = 1\n")
+    assert top_level_names(b"from m import *\n") is None
+
+
+@pytest.mark.parametrize("argv_extra, said", [
+    (["--map", "missing.toml"], "--map missing.toml: no such file"),
+    ([], "unknown challenge 'nosuch'"),
+])
+def test_cli_usage_error_exit_2_without_traceback(tmp_path, argv_extra, said):
+    from validator.cli import main
+
+    root = copy_package(tmp_path)
+    (root / "pyproject.toml").write_text('[tool.validator.map]\n"nosuch.Embedding" = "cs336_basics.model:MyEmbedding"\n')
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = main(["submit-build", "--student", str(root), "--no-input", *argv_extra])
+    assert code == 2
+    assert said in err.getvalue() and "Traceback" not in err.getvalue()
+
+
+# -- constructor arguments by position, parameters by mapping or shape -------------------------------
+def test_keywords_go_by_position_where_the_names_differ():
+    class Student:
+        def __init__(self, vocab, dim, dev=None, dt=None):
+            pass
+
+    order = ["num_embeddings", "embedding_dim", "device", "dtype"]
+    assert bind_by_position(Student, [5, 3], {"dtype": torch.float64}, order) == ([5, 3, None, torch.float64], {})
+    assert bind_by_position(Student, [5, 3], {"device": "meta"}, order) == ([5, 3, "meta"], {})
+
+    class Named:
+        def __init__(self, vocab, dim, device=None, dtype=None):
+            pass
+
+    assert bind_by_position(Named, [5, 3], {"dtype": torch.float64}, order) == ([5, 3], {"dtype": torch.float64})
+
+    class NoDefault:
+        def __init__(self, vocab, dim, dev, dt=None):
+            pass
+
+    assert bind_by_position(NoDefault, [5, 3], {"dtype": 1}, order) == ([5, 3], {"dtype": 1})  # TypeError tells
+
+
+def test_parameter_ties_are_settled_by_the_mapping_or_explained():
+    found = [{"name": n, "shape": [4, 4]} for n in ("wq.weight", "wk.weight", "wv.weight", "wo.weight")]
+    expected = {"q_proj.weight": (4, 4), "k_proj.weight": (4, 4), "v_proj.weight": (4, 4), "output_proj.weight": (4, 4)}
+    assert match_parameters(expected, found)[0] is None
+    explicit = {"q_proj.weight": "wq.weight", "k_proj.weight": "wk.weight", "v_proj.weight": "wv.weight",
+                "output_proj.weight": "wo.weight"}
+    assert match_parameters(expected, found, explicit)[0] == explicit
+    advice = lambda name, options: f"map {name} to one of {options}"  # noqa: E731
+    why = unmatched_parameters(expected, found, None, advice)
+    assert "4 of your parameters have the shape (4, 4)" in why and "map q_proj.weight to one of" in why
+    why = unmatched_parameters(expected, found, {"q_proj.weight": "query.weight"}, advice)
+    assert "registers no parameter 'query.weight'" in why
+
+
+# -- the source scan follows the package's own imports -----------------------------------------------
+def test_scan_package_follows_relative_imports_and_parent_inits(tmp_path):
+    root = copy_package(tmp_path)
+    patch(root, "cs336_basics/nn_utils.py", "    picked = table.index_select(0, ids.reshape(-1))\n",
+          "    picked = torch.nn.functional.embedding(ids.reshape(-1), table)\n")
+    (root / "cs336_basics" / "__init__.py").write_text("import threading\nthreading.Thread\n")
+    package = load_package(root, catalogue())
+    found = scan_package(package.data, ["cs336_basics.model"], ["torch.nn.functional.embedding"])
+    where = {(f.file, f.line, f.what) for f in found}
+    line = (root / "cs336_basics/nn_utils.py").read_text().splitlines().index(
+        "    picked = torch.nn.functional.embedding(ids.reshape(-1), table)") + 1
+    assert ("cs336_basics/nn_utils.py", line, "torch.nn.functional.embedding") in where
+    assert ("cs336_basics/__init__.py", 2, "threads") in where
+
+
+def test_forbidden_import_in_a_submodule_fails_forbidden_source(tmp_path):
+    root = copy_package(tmp_path)
+    patch(root, "cs336_basics/nn_utils.py", "import torch\n", "import torch\nfrom torch.nn.functional import embedding as emb\n")
+    patch(root, "cs336_basics/nn_utils.py", "    picked = table.index_select(0, ids.reshape(-1))\n",
+          "    picked = emb(ids.reshape(-1), table)\n")
+    package = load_package(root, catalogue())
+    report = grade(root, challenges=["token_embedding"], seed=1, profile="quick", catalogue=catalogue(),
+                   package=package, checks=["no_library_embedding_source"], student_arg=str(root))
+    check = report.challenges[0].checks[0]
+    line = (root / "cs336_basics/nn_utils.py").read_text().splitlines().index(
+        "    picked = emb(ids.reshape(-1), table)") + 1
+    assert check.status == "failed"
+    assert f"cs336_basics/nn_utils.py:{line}" in check.message and "torch.nn.functional.embedding" in check.message
+    assert f"--student {root}" in check.reproduce
+
+
+# -- verdicts: in place, and the same code copied into layers.py -------------------------------------
+def test_package_in_place_gets_the_verdicts_of_its_layers_copy(tmp_path):
+    in_place, copied = grade_both(FIXTURE, tmp_path, ["token_embedding"])
+    assert verdicts(in_place) == verdicts(copied)
+    assert set(verdicts(in_place).values()) == {"passed"}
+    result = in_place.challenges[0]
+    assert result.implementations == {"Embedding": "cs336_basics.model:MyEmbedding (cs336_basics/model.py)"}
+    assert "cs336_basics.model:MyEmbedding" in next(c for c in result.checks if c.id == "parameters").message
+
+
+@pytest.mark.thorough
+def test_every_mapped_challenge_in_place_matches_its_layers_copy(tmp_path):
+    for seed in (5, 11):
+        in_place, copied = grade_both(FIXTURE, tmp_path / str(seed), MAPPED, seed=seed)
+        assert verdicts(in_place) == verdicts(copied)
+        assert set(verdicts(in_place).values()) == {"passed"}, verdicts(in_place)
+
+
+BROKEN = [
+    # (file, old, new, a check the bug must cost)
+    ("cs336_basics/model.py", "a=-3.0, b=3.0", "a=-2.0, b=2.0", "token_embedding/init_distribution"),
+    ("cs336_basics/nn_utils.py", "picked = table.index_select(", "picked = table.detach().index_select(",
+     "token_embedding/weight_gradient"),
+    ("cs336_basics/model.py", "return x + self.pe[:seq_len]", "return x + self.pe[:seq_len].detach()",
+     "learned_positional_embedding/gradient"),
+]
+
+
+@pytest.mark.thorough
+@pytest.mark.parametrize("rel, old, new, costs", BROKEN)
+def test_broken_package_fails_the_same_checks_as_its_layers_copy(tmp_path, rel, old, new, costs):
+    root = copy_package(tmp_path)
+    patch(root, rel, old, new)
+    challenge = costs.split("/")[0]
+    in_place, copied = grade_both(root, tmp_path, [challenge])
+    failing = {k for k, v in verdicts(in_place).items() if v != "passed"}
+    assert failing == {k for k, v in verdicts(copied).items() if v != "passed"}
+    assert costs in failing
+
+
+@pytest.mark.thorough
+def test_errors_name_the_students_class_file_and_map(tmp_path):
+    root = copy_package(tmp_path)
+    patch(root, "cs336_basics/model.py", "        return lookup_rows(token_ids, self.table)\n",
+          "        raise RuntimeError('not yet')\n")
+    mapping = tmp_path / "map.toml"
+    shutil.move(root / "pyproject.toml", mapping)
+    package = load_package(root, catalogue(), map_path=mapping, map_arg=str(mapping))
+    report = grade(root, challenges=["token_embedding"], seed=2, profile="quick", catalogue=catalogue(),
+                   package=package, student_arg=str(root), checks=["output_shape"])
+    check = report.challenges[0].checks[0]
+    assert check.status == "error"
+    assert "calling cs336_basics.model:MyEmbedding raised RuntimeError: not yet" in check.message
+    assert "at cs336_basics/model.py:" in check.message
+    assert f"--student {root} --map {mapping}" in check.reproduce
+
+
+@pytest.mark.thorough
+def test_batch_grades_a_package_submission_in_the_sandbox(tmp_path):
+    from validator.batch.grade import grade_folder
+
+    subs = tmp_path / "subs"
+    copy_package(subs, "alice")
+    layers_copy(FIXTURE, subs / "bob")
+    broken = copy_package(subs, "carol")
+    (broken / "pyproject.toml").write_text('[tool.validator.map]\n"token_embedding.Embedding" = "cs336_basics.x:Y"\n')
+    out = tmp_path / "out"
+    code = grade_folder(submissions=subs, out=out, challenges=["token_embedding"], workers=1, timeout=120,
+                        stream=io.StringIO(), live=False)
+    assert code == 0
+    alice, bob, carol = (json.loads((out / f"{n}.json").read_text()) for n in ("alice", "bob", "carol"))
+    checks = lambda r: {c["id"]: c["status"] for c in r["challenges"][0]["checks"] if c["kind"] != "question"}  # noqa: E731
+    assert checks(alice) == checks(bob) and set(checks(alice).values()) == {"passed"}
+    assert alice["challenges"][0]["implementations"]["Embedding"].startswith("cs336_basics.model:MyEmbedding")
+    assert carol["challenges"][0]["score"] == 0 and any("no module cs336_basics.x" in n for n in carol["notes"])
+
+
+def test_a_module_that_fails_to_import_costs_only_its_entries(tmp_path):
+    root = copy_package(tmp_path)
+    patch(root, "cs336_basics/model.py", "from .nn_utils import lookup_rows\n",
+          "from .nn_utils import lookup_rows\n\nraise ImportError('half-finished refactor')\n")
+    line = (root / "cs336_basics/model.py").read_text().splitlines().index("raise ImportError('half-finished refactor')") + 1
+    report = grade(root, challenges=["token_embedding", "embedding_functional"], seed=1, profile="quick",
+                   catalogue=catalogue(), package=load_package(root, catalogue()), checks=["signature"])
+    broken, fine = report.challenges
+    assert "cs336_basics.model:MyEmbedding (token_embedding.Embedding, in cs336_basics/model.py) could not be loaded" \
+        in broken.problem
+    assert f"cs336_basics/model.py:{line}" in broken.problem and "half-finished refactor" in broken.problem
+    assert broken.checks[0].status == "error"
+    assert fine.problem is None and fine.checks[0].status == "passed"
+    assert "lookup_rows" in fine.checks[0].message
+
+
+TIED_SPEC = """
+id: two_proj
+title: Two projections of the same shape
+entries:
+  TwoProj:
+    kind: module
+    init: [d]
+    call: [x]
+    parameters:
+      q.weight: [d, d]
+      k.weight: [d, d]
+dims:
+  d: [2, 5]
+inputs:
+  x: {type: float, shape: ["...", d]}
+checks:
+  - {id: parameters, kind: structure, test: parameters, points: 1}
+  - {id: matches_reference, kind: values, test: values, points: 1, max_examples: 3}
+"""
+
+TIED_REFERENCE = """
+from torch import nn
+
+
+class TwoProj(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.q = nn.Linear(d, d, bias=False)
+        self.k = nn.Linear(d, d, bias=False)
+
+    def forward(self, x):
+        return self.q(x) + 2 * self.k(x)
+"""
+
+TIED_STUDENT = """
+from torch import nn
+
+
+class Mine(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.wa = nn.Linear(width, width, bias=False)
+        self.wb = nn.Linear(width, width, bias=False)
+
+    def forward(self, x):
+        return self.wa(x) + 2 * self.wb(x)
+"""
+
+
+@pytest.mark.parametrize("table, statuses", [
+    ("", {"parameters": "failed", "matches_reference": "error"}),
+    ('"q.weight" = "wa.weight"\n"k.weight" = "wb.weight"\n', {"parameters": "passed", "matches_reference": "passed"}),
+    ('"q.weight" = "wb.weight"\n"k.weight" = "wa.weight"\n', {"parameters": "passed", "matches_reference": "failed"}),
+])
+def test_tied_shapes_need_the_parameters_table(tmp_path, table, statuses):
+    from validator.spec import load_catalogue
+
+    specs, ref, root = tmp_path / "challenges", tmp_path / "reference", tmp_path / "pkg"
+    for folder in (specs, ref, root / "proj"):
+        folder.mkdir(parents=True)
+    (specs / "two_proj.yaml").write_text(TIED_SPEC)
+    (ref / "layers.py").write_text(TIED_REFERENCE)
+    (ref / "answer_key.yaml").write_text("{}\n")
+    (root / "proj" / "__init__.py").write_text("")
+    (root / "proj" / "mod.py").write_text(TIED_STUDENT)
+    (root / "pyproject.toml").write_text('[tool.validator.map]\n"two_proj.TwoProj" = "proj.mod:Mine"\n'
+                                         + (f'[tool.validator.parameters."two_proj.TwoProj"]\n{table}' if table else ""))
+    cat = load_catalogue(specs)
+    report = grade(root, seed=1, profile="quick", catalogue=cat, challenges_dir=specs, reference_dir=ref,
+                   package=load_package(root, cat))
+    got = {c.id: c for c in report.challenges[0].checks}
+    assert {k: c.status for k, c in got.items()} == statuses, {k: c.message for k, c in got.items()}
+    if not table:
+        said = got["parameters"].message
+        assert "2 of your parameters have the shape (3, 3) of the contract's 'q.weight' (wa.weight, wb.weight)" in said
+        assert '[tool.validator.parameters."two_proj.TwoProj"] with "q.weight" = "wa.weight"' in said
+        assert "cannot tell which one" in got["matches_reference"].message
+
+
+def test_signature_in_place_needs_the_contracts_positions_not_its_names(tmp_path):
+    root = copy_package(tmp_path)
+    patch(root, "cs336_basics/model.py", "def __init__(self, vocab_size, d_model, device=None, dtype=None):",
+          "def __init__(self, vocab_size, d_model, *, device=None):")
+    report = grade(root, challenges=["token_embedding"], seed=1, profile="quick", catalogue=catalogue(),
+                   package=load_package(root, catalogue()), checks=["signature"])
+    check = report.challenges[0].checks[0]
+    assert check.status == "failed"
+    assert "cs336_basics.model:MyEmbedding" in check.message
+    assert "takes 2 argument(s) by position, but the contract passes 4 (num_embeddings, embedding_dim, device, dtype)" \
+        in check.message
+
+
+def test_package_files_are_read_under_the_intake_bounds(tmp_path):
+    import os
+
+    from validator import package as package_module
+
+    root = copy_package(tmp_path)
+    os.symlink("/etc/passwd", root / "cs336_basics" / "linked.py")
+    os.symlink(root / "cs336_basics", root / "alias")
+    (root / ".venv").mkdir()
+    (root / ".venv" / "huge.py").write_text("x = 1\n")
+    files, data, problems = package_module.read_files(root)
+    assert problems == [] and "cs336_basics/linked.py" not in data and not any(r.startswith(("alias/", ".venv/")) for r in data)
+    (root / "cs336_basics" / "big.py").write_bytes(b"#" * ((1 << 20) + 1))
+    with pytest.raises(MapError, match="cs336_basics/big.py is larger than 1 MiB"):
+        load_package(root, catalogue())
+    (root / "cs336_basics" / "big.py").unlink()
+    many = root / "many"
+    many.mkdir()
+    for i in range(package_module.MAX_PACKAGE_FILES):
+        (many / f"m{i}.py").write_text("")
+    with pytest.raises(MapError, match=f"more than {package_module.MAX_PACKAGE_FILES} Python files"):
+        load_package(root, catalogue())
+
+
+@pytest.mark.thorough
+def test_pytest_plugin_grades_a_package_in_place(tmp_path):
+    import subprocess
+    import sys
+    import xml.etree.ElementTree as ET
+
+    root = copy_package(tmp_path)
+    patch(root, "cs336_basics/model.py", "a=-3.0, b=3.0", "a=-2.0, b=2.0")
+    xml = tmp_path / "junit.xml"
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--validator", "--validator-student", str(root),
+           "--validator-challenge", "token_embedding", "--validator-seed", "5", "--validator-profile", "quick",
+           f"--junitxml={xml}", "-q", "-o", "addopts=", "-k", "init_distribution or parameters or signature"]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    failed = {case.get("name").split("::")[-1] for case in ET.parse(xml).getroot().iter("testcase")
+              if case.find("failure") is not None or case.find("error") is not None}
+    assert failed == {"init_distribution"}
+    assert f"--student {root}" in proc.stdout
+
+
+def test_unmapped_entries_fall_back_to_default_then_layers_py(tmp_path):
+    root = copy_package(tmp_path)
+    (root / "cs336_basics" / "layers.py").write_text("from .nn_utils import lookup_rows as embedding\n")
+    (root / "pyproject.toml").write_text('[tool.validator]\ndefault = "cs336_basics.layers"\n'
+                                         '[tool.validator.map]\n"token_embedding.Embedding" = "cs336_basics.model:MyEmbedding"\n')
+    package = load_package(root, catalogue())
+    fallback = package.target("embedding_functional", "embedding")
+    assert (fallback.label, fallback.file, fallback.key) == ("cs336_basics.layers:embedding", "cs336_basics/layers.py", "")
+    assert "(it is not defined in cs336_basics.layers)" in package.unmapped["tied_lm_head"]["TiedEmbeddingLM"]
+    (root / "pyproject.toml").write_text('[tool.validator]\ndefault = "cs336_basics.layer"\n')
+    with pytest.raises(MapError, match="tool.validator.default = 'cs336_basics.layer': no module cs336_basics.layer"):
+        load_package(root, catalogue())
+    (root / "pyproject.toml").write_text("[tool.validator.map]\n")
+    (root / "layers.py").write_text("def embedding(token_ids, weight):\n    return weight[token_ids]\n")
+    package = load_package(root, catalogue())
+    assert package.target("embedding_functional", "embedding").label == "layers:embedding"
+    assert package.mapped_challenges(list(catalogue())) == ["embedding_functional"]

@@ -1,0 +1,56 @@
+"""Challenges graded in forked graders: same verdicts, catalogue order, and no challenge lost to a dead child."""
+
+from __future__ import annotations
+
+import os
+
+from helpers import IMPLEMENTATIONS, catalogue
+
+from validator.api import grade
+from validator.parallel import grade_all
+from validator.results import ChallengeResult
+
+
+class _FakeWorker:
+    def sibling(self):
+        return self
+
+    def close(self):
+        pass
+
+
+def test_results_arrive_in_order_and_come_from_several_processes():
+    parent = os.getpid()
+    seen = []
+    results = grade_all(list("abcde"), worker=_FakeWorker(), jobs=3,
+                        grade_one=lambda ch, w: ChallengeResult(id=ch, title=str(os.getpid())),
+                        on_challenge=lambda r: seen.append(r.id))
+    assert [r.id for r in results] == seen == list("abcde")
+    assert len({r.title for r in results}) == 3 and str(parent) in {r.title for r in results}
+
+
+def test_a_dead_grader_leaves_its_challenges_to_the_parent():
+    parent = os.getpid()
+
+    def grade_one(ch, worker):
+        if os.getpid() != parent and ch == "b":
+            os._exit(7)  # a grader process that dies mid-run
+        return ChallengeResult(id=ch, title=str(os.getpid()))
+
+    results = grade_all(list("abcd"), worker=_FakeWorker(), jobs=2, grade_one=grade_one)
+    assert [r.id for r in results] == list("abcd")
+    assert next(r for r in results if r.id == "b").title == str(parent)
+
+
+def test_parallel_grading_gives_the_same_verdicts_as_serial():
+    broken = IMPLEMENTATIONS / "token_embedding" / "broken" / "ids_clamped.py"
+    wanted = ["token_embedding", "embedding_functional", "token_embedding_xavier"]
+
+    def verdicts(jobs):
+        report = grade(broken, challenges=wanted, seed=3, profile="quick", catalogue=catalogue(), jobs=jobs)
+        return [(ch.id, [(c.id, c.status, c.score) for c in ch.checks if c.id != "speed"]) for ch in report.challenges]
+
+    serial, parallel = verdicts(1), verdicts(2)
+    assert [ch for ch, _ in parallel] == wanted
+    assert parallel == serial
+    assert any(status == "failed" for _, checks in serial for _, status, _ in checks)

@@ -1,0 +1,261 @@
+"""The reference side of a run: one small interface, three implementations, chosen once per run.
+
+A check asks the reference for the result of a call (``ReferenceSide.call``); where that
+result comes from is the side's business:
+
+- ``LiveReference`` runs reference/layers.py in-process (repository, batch grading);
+- ``FrozenReference`` replays results recorded by ``validator regenerate`` (a student handout);
+- ``validator.instructor.fixtures.RecordingReference`` runs the reference live and records
+  what it returns, to write those fixtures.
+
+Around each check the engine asks the side whether the check can run here (``before_check``)
+and lets it amend the verdict (``after_check``): a frozen side defers a check that measures the
+reference itself, and one whose every input missed the recording. The fixture file format lives
+here too, because replaying it is part of grading; recording and staleness are instructor tools.
+
+Files: ``challenges/fixtures/<id>.frozen``, an xz-compressed message in the worker's wire format
+(a JSON header plus raw tensor bytes). Loading one builds plain tensors from bytes and never
+unpickles anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import lzma
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Protocol
+
+import torch
+
+from validator.context import ReferenceUnavailable
+from validator.runner import execute
+from validator.worker.protocol import ProtocolError, _count_tensors, _decode, dtype_name, pack, tensor_bytes
+
+FORMAT = 1
+SUFFIX = ".frozen"
+KEY_HEX = 24  # 96 bits of sha256: no collision in any realistic catalogue
+RECORD_SEEDS = (11, 23, 47)
+RECORD_PROFILES = ("quick", "default")
+DEFERRED = "deferred to official grading"
+
+
+def fixture_path(challenges_dir: Path, challenge_id: str) -> Path:
+    return Path(challenges_dir) / "fixtures" / f"{challenge_id}{SUFFIX}"
+
+
+def live_only_tests() -> frozenset[str]:
+    """Tests that measure the reference itself (its wall time): no stored value can stand in for it."""
+    from validator import checks
+
+    checks._load_all()
+    return frozenset(name for name, test in checks.REGISTRY.items() if test.live_reference)
+
+
+# -- the key --------------------------------------------------------------------
+def _feed(h: "hashlib._Hash", obj: Any) -> None:
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach()
+        h.update(f"T{dtype_name(t.dtype)}{list(t.shape)}{t.device.type}|".encode())
+        if t.device.type != "meta" and t.numel():
+            h.update(tensor_bytes(t))
+    elif isinstance(obj, dict):
+        h.update(f"D{len(obj)}|".encode())
+        for k in sorted(obj, key=str):
+            _feed(h, str(k))
+            _feed(h, obj[k])
+    elif isinstance(obj, (list, tuple)):
+        h.update(f"L{len(obj)}|".encode())
+        for v in obj:
+            _feed(h, v)
+    elif isinstance(obj, torch.dtype):
+        h.update(f"y{dtype_name(obj)}|".encode())
+    elif obj is None or isinstance(obj, (bool, int, float, str)):
+        h.update(f"{type(obj).__name__[0]}{obj!r}|".encode())
+    else:
+        h.update(f"?{type(obj).__name__}:{obj!r}|".encode())
+
+
+def call_key(call: dict) -> str:
+    """A stable hash of a call's plain data: equal calls, equal keys, across processes and machines."""
+    h = hashlib.sha256()
+    _feed(h, call)
+    return h.hexdigest()[:KEY_HEX]
+
+
+def plain_result(result: dict) -> dict:
+    """What is stored of a reference result: no timing, and no source lines of the reference in exceptions."""
+    out = {k: v for k, v in result.items() if k != "seconds"}
+    if isinstance(out.get("exception"), dict):
+        out["exception"] = {k: v for k, v in out["exception"].items() if k in ("type", "mro", "message")}
+    return out
+
+
+# -- the file -------------------------------------------------------------------
+def encode(data: dict) -> bytes:
+    return lzma.compress(pack(data), preset=9 | lzma.PRESET_EXTREME)
+
+
+def decode(blob: bytes) -> dict:
+    raw = lzma.decompress(blob)
+    pos = 0
+
+    def take(n: int) -> bytes:
+        nonlocal pos
+        if pos + n > len(raw):
+            raise ProtocolError("truncated fixture file")
+        out = raw[pos: pos + n]
+        pos += n
+        return out
+
+    (hlen,) = struct.unpack("<I", take(4))
+    header = json.loads(take(hlen))
+    buffers = []
+    for _ in range(_count_tensors(header)):
+        (blen,) = struct.unpack("<Q", take(8))
+        buffers.append(take(blen))
+    return _decode(header, buffers)
+
+
+@dataclass
+class FixtureFile:
+    challenge: str
+    fingerprint: str
+    seeds: list[int]
+    profiles: list[str]
+    deferred: list[str]
+    versions: dict[str, str]
+    results: dict[str, dict] = field(default_factory=dict)
+
+    def to_bytes(self) -> bytes:
+        return encode({"format": FORMAT, "challenge": self.challenge, "fingerprint": self.fingerprint,
+                       "seeds": list(self.seeds), "profiles": list(self.profiles),
+                       "deferred": list(self.deferred), "versions": dict(self.versions),
+                       "results": {k: self.results[k] for k in sorted(self.results)}})
+
+    @classmethod
+    def read(cls, path: Path) -> "FixtureFile":
+        data = decode(Path(path).read_bytes())
+        if data.get("format") != FORMAT:
+            raise ValueError(f"{path}: fixture format {data.get('format')!r}, this validator reads {FORMAT}")
+        return cls(challenge=data["challenge"], fingerprint=data["fingerprint"], seeds=data["seeds"],
+                   profiles=data["profiles"], deferred=data["deferred"], versions=data["versions"],
+                   results=data["results"])
+
+    @staticmethod
+    def read_header(path: Path) -> dict:
+        data = decode(Path(path).read_bytes())
+        data.pop("results", None)
+        return data
+
+
+def versions() -> dict[str, str]:
+    import hypothesis
+
+    return {"hypothesis": hypothesis.__version__, "torch": torch.__version__.split("+")[0]}
+
+
+# -- the interface --------------------------------------------------------------------
+class ReferenceSide(Protocol):
+    """Where a run's reference results come from. ``name`` is ``live``, ``recording`` or ``frozen``."""
+
+    name: str
+
+    def call(self, challenge_id: str, call: dict) -> dict:
+        """The reference's result for ``call`` (``{"ok": False, ...}`` if it raised, as the worker says)."""
+
+    def before_check(self, test: Any) -> str | None:
+        """Get ready for one check of test ``test``; a returned reason means: skip it, deferred."""
+
+    def after_check(self, status: str, message: str) -> tuple[str, str]:
+        """The check has run: the verdict, possibly amended (nothing compared is no pass)."""
+
+
+class LiveReference:
+    """The reference module, run in-process (it is trusted instructor code)."""
+
+    name = "live"
+
+    def __init__(self, namespace: dict[str, Any], origin: str | None = None):
+        self.namespace = namespace
+        self.origin = origin
+
+    @classmethod
+    def from_file(cls, path: Path, **kwargs: Any):
+        """Import reference/layers.py (trusted instructor code) under a private module name."""
+        import importlib.util
+        import sys
+
+        spec = importlib.util.spec_from_file_location("validator_reference_layers", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        return cls(vars(module), origin=str(path), **kwargs)
+
+    def call(self, challenge_id: str, call: dict) -> dict:
+        return execute(self.namespace, call, origin=self.origin)
+
+    def before_check(self, test: Any) -> str | None:
+        return None
+
+    def after_check(self, status: str, message: str) -> tuple[str, str]:
+        return status, message
+
+
+# -- replay -----------------------------------------------------------------------------
+class FrozenReference:
+    """Answers reference calls from fixture files; counts hits and misses per check."""
+
+    name = "frozen"
+
+    def __init__(self, files: dict[str, FixtureFile]):
+        self.files = files
+        self.hits = 0
+        self.misses = 0
+
+    @classmethod
+    def load(cls, challenges_dir: Path, ids: Iterable[str]) -> "FrozenReference":
+        files = {}
+        for cid in ids:
+            path = fixture_path(challenges_dir, cid)
+            if path.exists():
+                files[cid] = FixtureFile.read(path)
+        return cls(files)
+
+    def seeds(self, challenge_ids: Iterable[str]) -> list[int]:
+        sets = [set(self.files[c].seeds) for c in challenge_ids if c in self.files]
+        return sorted(set.intersection(*sets)) if sets else []
+
+    def profiles(self, challenge_ids: Iterable[str]) -> list[str]:
+        sets = [set(self.files[c].profiles) for c in challenge_ids if c in self.files]
+        return [p for p in RECORD_PROFILES if all(p in s for s in sets)] if sets else []
+
+    def before_check(self, test: Any) -> str | None:
+        self.hits = self.misses = 0
+        if test.live_reference:
+            return (f"{DEFERRED}: this check measures the reference implementation itself, which a handout "
+                    "does not include")
+        return None
+
+    def after_check(self, status: str, message: str) -> tuple[str, str]:
+        # Nothing was compared: a pass (or an error of the grader's making) would claim what was never checked.
+        if status in ("passed", "error") and self.misses and not self.hits:
+            return "skipped", (f"{DEFERRED}: none of the generated inputs has a frozen reference result "
+                               "(were the fixtures recorded with another hypothesis version?)")
+        return status, message
+
+    def call(self, challenge_id: str, call: dict) -> dict:
+        """The frozen result; a miss rejects the hypothesis example, or defers a check outside one."""
+        stored = self.files.get(challenge_id)
+        found = stored.results.get(call_key(call)) if stored else None
+        if found is not None:
+            self.hits += 1
+            return dict(found)
+        self.misses += 1
+        from hypothesis import currently_in_test_context, reject
+
+        if currently_in_test_context():
+            reject()
+        raise ReferenceUnavailable(f"{DEFERRED}: no frozen reference result for this input")

@@ -311,7 +311,7 @@ def _contract_defaults(ctx: Context, name: str, entry, omit: list[str]) -> str:
     """``base=10000.0, dropout=0.0``: the reference's defaults for the omitted arguments, when it is here."""
     import inspect
 
-    target = ctx.reference.get(name)
+    target = (getattr(ctx.ref, "namespace", None) or {}).get(name)  # only a live reference has its objects
     if target is None:
         return ", ".join(omit)
     try:

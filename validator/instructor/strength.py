@@ -298,8 +298,10 @@ def strength(*, challenges: Sequence[str] | None = None, jobs: int | None = None
             cached = False
             if m.id in names and names[m.id] in fresh:
                 got = fresh[names[m.id]]
+                caught_by, message = _caught_by(got["report"], ch.id) if got["report"] is not None else ([], "")
+                if message.startswith("internal grader error"):  # the grader's bug catches nothing: not cached
+                    got = dict(got, error=f"{caught_by[0]}: {message}")
                 if got["error"] is None and got["report"] is not None:
-                    caught_by, message = _caught_by(got["report"], ch.id)
                     entry = {"mutant": m.id, "caught_by": caught_by, "message": message,
                              "seconds": round(got["seconds"], 2)}
                     path.write_text(json.dumps(entry) + "\n", encoding="utf-8")

@@ -60,7 +60,7 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
           catalogue: dict[str, Challenge] | None = None, student_arg: str | None = None,
           timeout: float | None = None, on_challenge: Callable[[ChallengeResult], None] | None = None,
           reference_mode: str = "auto", reference: ReferenceSide | None = None,
-          device: str | None = None, jobs: int = 1, package: Any = None) -> Report:
+          device: str | None = None, jobs: int = 1, package: Any = None, fail_fast: bool = False) -> Report:
     """Grade ``student_file`` on the selected challenges and return the plain-data report.
 
     ``reference_mode``: ``"live"`` runs reference/layers.py, ``"frozen"`` replays the results that
@@ -73,6 +73,7 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
     ``package`` (a :class:`validator.package.StudentPackage`, see :func:`validator.package.load_package`)
     grades a student's own package through its mapping; ``student_file`` is then its root. A worker
     passed in must have been made for it (:meth:`StudentPackage.worker_request`).
+    ``fail_fast`` stops each challenge at its first check that loses points (see ``grade_challenge``).
     """
     import shutil
     import time
@@ -114,7 +115,8 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
                                    answers=(answers or {}).get(ch.id, {}),
                                    key=None if key_all is None else key_all.get(ch.id, {}),
                                    only_checks=set(checks) if checks else None, student_arg=student_arg,
-                                   timeout=timeout, device=device, profile=profile, package=package)
+                                   timeout=timeout, device=device, profile=profile, package=package,
+                                   fail_fast=fail_fast)
         try:
             results = grade_all(selected, worker=worker, jobs=1 if device else jobs, grade_one=grade_one,
                                 on_challenge=on_challenge)

@@ -8,11 +8,13 @@ cheap while shapes and dims still shrink.
 from __future__ import annotations
 
 import math
+import operator
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from hypothesis import strategies as st
+from hypothesis import assume, strategies as st
 
 from validator.spec.schema import _EXPR, Challenge, Entry, InputSpec, resolve
 
@@ -95,6 +97,33 @@ def round_dims(challenge: Challenge, dims: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+_RELATION = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*|\d+)\s*(<=|>=|==|!=|<|>)\s*([A-Za-z_][A-Za-z0-9_]*|\d+)\s*$")
+_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
+
+
+def parse_relation(text: str, names: set[str]) -> tuple[str, str, str]:
+    """``"seq_len > embedding_dim"`` -> its parts; a ValueError that says what is allowed otherwise."""
+    match = _RELATION.match(str(text))
+    if not match:
+        raise ValueError(f"{text!r} is not a relation: write `dim OP dim` or `dim OP number`, OP one of "
+                         "<, <=, >, >=, ==, !=")
+    left, op, right = match.groups()
+    unknown = [x for x in (left, right) if not x.isdigit() and x not in names]
+    if unknown:
+        raise ValueError(f"{text!r} names {', '.join(unknown)}, not a dim (known: {', '.join(sorted(names))})")
+    return left, op, right
+
+
+def holds(relations: list[str], dims: dict[str, Any]) -> bool:
+    """Whether drawn dims satisfy every relation (a regime of a check)."""
+    for text in relations:
+        left, op, right = parse_relation(text, set(dims))
+        value = (lambda x: int(x) if x.isdigit() else dims[x])
+        if not _OPS[op](value(left), value(right)):
+            return False
+    return True
+
+
 def dims_strategy(challenge: Challenge, fixed: dict[str, int] | None = None) -> st.SearchStrategy:
     """Dims drawn from their ranges (multiples of their ``multiple_of`` step); ``fixed`` ones as given.
 
@@ -173,8 +202,8 @@ def _input(draw, spec: InputSpec, dims: dict[str, int], lead: dict | None = None
             after = len(spec.shape) - where - 1
             lead["lead"] = tuple(shape[where:len(shape) - after])
     numel = math.prod(shape)
-    if needs_element and numel < max(2 if spec.repeats else 1, len(spec.include)):
-        extra = max(2 if spec.repeats else 1, len(spec.include))
+    extra = max(2 if spec.repeats else 1, len(spec.include), len(spec.injected))
+    if needs_element and numel < extra:
         shape = tuple(max(s, 1) for s in shape)  # a fixed zero-size dim (seq_len=0) cannot hold the element
         shape = tuple(shape) + (extra,) if not shape else (shape[0] * extra,) + tuple(shape[1:])
         numel = math.prod(shape)
@@ -196,11 +225,13 @@ def _input(draw, spec: InputSpec, dims: dict[str, int], lead: dict | None = None
             flat[i % numel] = int(resolve(expr, names))
         if spec.repeats and numel >= 2:
             flat[1] = flat[0]
-        if spec.inject is not None:
-            pos = draw(st.integers(0, numel - 1))
-            bad = int(resolve(spec.inject, names))
-            flat[pos] = bad
-            notes.append(f"ID {bad} at flat position {pos}")
+        if spec.injected:
+            bad = [int(resolve(expr, names)) for expr in spec.injected]
+            where = [draw(st.integers(0, numel - 1))] if len(bad) == 1 else \
+                draw(st.lists(st.integers(0, numel - 1), min_size=len(bad), max_size=len(bad), unique=True))
+            for pos, value in zip(where, bad):
+                flat[pos] = value
+            notes.append(", ".join(f"ID {value} at flat position {pos}" for pos, value in zip(where, bad)))
         return flat.reshape(shape).to(dtype), notes
     dtype = DTYPES[spec.dtype] if spec.dtype else torch.get_default_dtype()
     value = (torch.randn(shape, generator=gen, dtype=torch.float64) * (spec.scale or 1.0)).to(dtype)
@@ -210,10 +241,19 @@ def _input(draw, spec: InputSpec, dims: dict[str, int], lead: dict | None = None
 @st.composite
 def case_strategy(draw, challenge: Challenge, entry: Entry, overrides: dict | None = None,
                   fixed_dims: dict[str, int] | None = None,
-                  fixed_shapes: dict[str, list[int]] | None = None) -> Case:
-    """A strategy for the arguments of one entry, with a check's input overrides applied."""
+                  fixed_shapes: dict[str, list[int]] | None = None, where: list[str] | None = None) -> Case:
+    """A strategy for the arguments of one entry, with a check's input overrides applied.
+
+    ``where`` (a regime) keeps only dims satisfying every relation, e.g. ``["seq_len > embedding_dim"]``.
+    """
     overrides = overrides or {}
-    dims = draw(dims_strategy(challenge, fixed_dims))
+    dims_st = dims_strategy(challenge, fixed_dims)
+    dims = draw(dims_st)
+    for _ in range(100 if where else 0):  # a narrow regime: redraw here rather than reject the whole example
+        if holds(where, dims):
+            break
+        dims = draw(dims_st)
+    assume(not where or holds(where, dims))
     dims.update(option_values(challenge, dims, overrides, draw))
     inputs: dict[str, Any] = {}
     notes: list[str] = []

@@ -7,7 +7,7 @@ import sys
 from typing import Sequence
 
 
-STAFF_COMMANDS = ("grade", "merge", "regenerate", "release")
+STAFF_COMMANDS = ("grade", "merge", "regenerate", "release", "strength")
 
 
 def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
@@ -55,6 +55,9 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     rg.add_argument("--force", action="store_true", help="re-record the frozen reference results even if fresh")
     rg.add_argument("--no-self-check", dest="self_check", action="store_false",
                     help="skip grading the reference and the stub")
+    rg.add_argument("--strength", action="store_true",
+                    help="also run `validator strength` (cached) first; the self-check then fails on every surviving "
+                         "mutant not marked equivalent")
 
     rl = sub.add_parser("release", help="instructor: build a student handout or an autograder bundle")
     rl.add_argument("--out", metavar="DIR", help="write the student handout (no reference, no answer key) here")
@@ -63,6 +66,25 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     rl.add_argument("--force", action="store_true", help="replace DIR if it exists")
     rl.add_argument("--allow-degraded", action="store_true",
                     help="let the bundle grade (unofficially, and say so) where it cannot sandbox submissions")
+
+    st = sub.add_parser("strength", help="instructor: grade one-point mutants of the reference; report which "
+                                         "bugs each challenge's checks miss")
+    st.add_argument("--challenge", action="append", dest="challenges", metavar="ID",
+                    help="only this challenge (repeatable); default: all")
+    st.add_argument("--json", dest="json_path", metavar="PATH", help="also write the report as JSON")
+    st.add_argument("--jobs", type=int, metavar="N", help="mutants graded at once (default: CPU count)")
+    st.add_argument("--seed", type=int, default=0, help="seed every mutant is graded with (default: 0)")
+    st.add_argument("--profile", default="batch", help="hypothesis effort (default: batch)")
+    st.add_argument("--all-checks", action="store_true",
+                    help="grade every check of every mutant (the kill matrix: dead weight, blast radius); "
+                         "default: stop each mutant at its first catching check")
+    st.add_argument("--cache", dest="cache_dir", metavar="DIR",
+                    help="where results are cached (default: .validator-cache/strength)")
+    st.add_argument("--no-cache", dest="use_cache", action="store_false", help="grade every mutant again")
+    st.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+                    help="wall time allowed per mutant (default: 300)")
+    st.add_argument("--no-isolation", dest="isolate", action="store_false",
+                    help="grade the mutants without the sandbox (they are the reference's own code)")
 
     gr = sub.add_parser("grade", help="staff: grade a folder of submissions, each sandboxed, into OUT_DIR")
     gr.add_argument("submissions", metavar="SUBMISSIONS_DIR",
@@ -108,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "submit-build":
         from validator.submit import main as submit_main
         return submit_main(**kwargs)
-    if args.command in ("regenerate", "release"):
+    if args.command in ("regenerate", "release", "strength"):
         try:
             module = __import__(f"validator.instructor.{args.command}", fromlist=["main"])
         except ModuleNotFoundError:

@@ -161,9 +161,11 @@ def grade_challenge(challenge: Challenge, *, worker: Worker, ref: ReferenceSide,
                     answers: dict[str, Any], key: dict[str, Any] | None, only_checks: set[str] | None = None,
                     student_arg: str | None = None, timeout: float | None = None, on_check: Callable[[CheckResult], None] | None = None,
                     device: str | None = None, profile: str | None = None,
-                    package: Any = None) -> ChallengeResult:
+                    package: Any = None, fail_fast: bool = False) -> ChallengeResult:
     """Grade one challenge; ``ref`` answers for the reference (live, recording or frozen).
-    ``package`` (a validator.package.StudentPackage) grades a student's own package through its mapping."""
+    ``package`` (a validator.package.StudentPackage) grades a student's own package through its mapping.
+    ``fail_fast`` stops at the first check that loses points (the rest are skipped, questions are not
+    graded): enough to know that a mutant of the reference is caught (`validator strength`)."""
     result = ChallengeResult(id=challenge.id, title=challenge.title)
     ctx = Context(challenge=challenge, ref=ref, worker=worker, student_file=student_file, seed=seed,
                   settings=settings, timeout_cap=timeout, device=device, profile=profile, package=package)
@@ -189,7 +191,14 @@ def grade_challenge(challenge: Challenge, *, worker: Worker, ref: ReferenceSide,
             problem = f"inspecting {what} failed: {exc}"
     selected = [c for c in challenge.checks if not only_checks or c.id in only_checks]
     done: dict[str, CheckResult] = {}
+    stopped_at: str | None = None
     for check in selected:
+        if stopped_at is not None:
+            cr = CheckResult(id=check.id, kind=check.kind, status="skipped", score=0.0, max_score=check.points,
+                             title=check.title, message=f"not run: fail-fast stopped at {stopped_at}")
+            done[check.id] = cr
+            result.checks.append(cr)
+            continue
         unmet = [r for r in check.requires if r in done and done[r].status != "passed"]
         if problem:
             cr = CheckResult(id=check.id, kind=check.kind, status="error", score=0.0, max_score=check.points,
@@ -204,9 +213,11 @@ def grade_challenge(challenge: Challenge, *, worker: Worker, ref: ReferenceSide,
         result.checks.append(cr)
         if on_check:
             on_check(cr)
+        if fail_fast and (problem or (cr.status in ("failed", "error") and cr.score < cr.max_score)):
+            stopped_at = check.id
     result.problem = problem
     _outcome_hints(selected, done)
-    if not only_checks:
+    if not only_checks and stopped_at is None:
         for q in challenge.questions:
             cr = grade_question(q, answers.get(q.id), None if key is None else (key.get(q.id) or {}))
             result.checks.append(cr)

@@ -128,6 +128,16 @@ def unreachable(text: str) -> list[str]:
     return out
 
 
+def slot_config(*, challenges: Sequence[str], seed: int, profile: str, limits, isolate: bool = True,
+                hide: Sequence[str | Path] = (), fail_fast: bool = False) -> dict:
+    """What every grading slot of a :class:`Pool` is told: the challenges, the seed and profile, the
+    sandbox's limits, what the workers must not see (the grader's folders plus ``hide``), and whether
+    to stop each submission at its first check that loses points (``validator strength``)."""
+    return {"challenges": list(challenges), "seed": seed, "profile": profile, "limits": vars(limits),
+            "isolate": isolate, "hide": grader_paths(*hide), "fail_fast": fail_fast,
+            "reference_dir": str(paths.reference_dir()), "challenges_dir": str(paths.challenges_dir())}
+
+
 def write_outputs(out: Path, name: str, report: Report) -> None:
     write_json(report, out / f"{name}.json")
     write_gradescope(report, out / "gradescope" / name / "results.json")
@@ -164,11 +174,8 @@ def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequen
     workers = max(1, workers or os.cpu_count() or 1)
     limits = Limits(wall_s=float(timeout), cpu_s=max(1, int(timeout)), memory_mb=int(memory))
     canary_tmp = tempfile.TemporaryDirectory(prefix="validator-canary-")  # root's, 0700; hidden below
-    config = {"challenges": [c.id for c in selected], "seed": seed, "profile": profile,
-              "limits": vars(limits), "isolate": isolate,
-              "hide": grader_paths(submissions, out, canary_tmp.name, *([canary_dir] if canary_dir else [])),
-              "reference_dir": str(paths.reference_dir()),
-              "challenges_dir": str(paths.challenges_dir())}
+    config = slot_config(challenges=[c.id for c in selected], seed=seed, profile=profile, limits=limits,
+                         isolate=isolate, hide=(submissions, out, canary_tmp.name, *([canary_dir] if canary_dir else [])))
     progress = Progress(len(subs), stream=stream, live=live)
     progress.log(f"grading {len(subs)} submission(s) from {submissions}"
                  + (f" (shard {which.index}/{which.count})" if which.count > 1 else "")

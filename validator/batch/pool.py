@@ -45,16 +45,20 @@ class SlotProcess:
         os.close(res_w)
         self.reader = Reader(res_r)
         self.fd = res_r
-        self.task: tuple[str, str] | None = None
+        self.task: tuple | None = None  # (name, folder) or (name, folder, challenges)
         self.started = time.monotonic()
         self.ready = False
         self.degraded: list[str] = []
         write_message(self.cmd_w, config)
 
-    def send(self, name: str, folder: str) -> None:
-        self.task = (name, folder)
+    def send(self, name: str, folder: str, challenges: list[str] | None = None) -> None:
+        """Grade one submission; ``challenges`` narrows the slot's configured ones for this one task."""
+        self.task = (name, folder) if challenges is None else (name, folder, challenges)
         self.started = time.monotonic()
-        write_message(self.cmd_w, {"op": "grade", "name": name, "folder": folder})
+        message = {"op": "grade", "name": name, "folder": folder}
+        if challenges is not None:
+            message["challenges"] = list(challenges)
+        write_message(self.cmd_w, message)
 
     def read(self) -> dict:
         return self.reader.read(deadline=time.monotonic() + 120)
@@ -100,7 +104,8 @@ class Pool:
             slot.stop(force=slot.task is not None)
         self.slots = []
 
-    def run(self, tasks: Iterable[tuple[str, str]], on_result: Callable[[Outcome], None]) -> None:
+    def run(self, tasks: Iterable[tuple], on_result: Callable[[Outcome], None]) -> None:
+        """Grade each task, ``(name, folder)`` or ``(name, folder, challenges)``, on the first free slot."""
         pending = deque(tasks)
         tries: dict[str, int] = {}
         startup_failures = 0
@@ -109,9 +114,9 @@ class Pool:
             while pending or any(s.task for s in self.slots):
                 for slot in self.slots:
                     if slot.ready and slot.task is None and pending:
-                        name, folder = pending.popleft()
-                        tries[name] = tries.get(name, 0) + 1
-                        slot.send(name, folder)
+                        task = pending.popleft()
+                        tries[task[0]] = tries.get(task[0], 0) + 1
+                        slot.send(*task)
                 readable, _, _ = select.select([s.fd for s in self.slots], [], [], 0.5)
                 for slot in list(self.slots):
                     died = None
@@ -145,9 +150,10 @@ class Pool:
                         if startup_failures > 3:
                             raise RuntimeError(died)
                     else:
-                        name, folder = slot.task
+                        task = slot.task
+                        name = task[0]
                         if tries.get(name, 0) < 2:
-                            pending.appendleft((name, folder))
+                            pending.appendleft(task)
                         else:
                             on_result(Outcome(name, None, died, time.monotonic() - slot.started))
                     if pending or any(s.task for s in self.slots):

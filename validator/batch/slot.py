@@ -44,12 +44,12 @@ class Slot:
         self.empty_file = Path(self.scratch.name) / "layers.py"
         self.empty_file.write_text("")
 
-    def grade(self, name: str, folder: str) -> dict[str, Any]:
+    def grade(self, name: str, folder: str, challenges: list[str] | None = None) -> dict[str, Any]:
         from validator.worker.client import TemplateDied
 
         for attempt in (1, 2):
             try:
-                return self._grade(name, Path(folder))
+                return self._grade(name, Path(folder), challenges)
             except TemplateDied:
                 self._restart_template()
                 if attempt == 2:
@@ -65,7 +65,7 @@ class Slot:
             pass
         self.template = Template()
 
-    def _grade(self, name: str, folder: Path) -> dict[str, Any]:
+    def _grade(self, name: str, folder: Path, challenges: list[str] | None = None) -> dict[str, Any]:
         from validator.api import grade
         from validator.batch.submissions import Submission
         from validator.questions import AnswersError
@@ -91,10 +91,11 @@ class Slot:
         worker = SandboxedWorker(layers, template=self.template, sandbox=box, budget_s=self.limits.wall_s,
                                  package=package.worker_request(".") if package is not None else None)
         try:
-            report = grade(layers, challenges=self.config.get("challenges"), seed=self.config["seed"],
+            report = grade(layers, challenges=challenges or self.config.get("challenges"), seed=self.config["seed"],
                            profile=self.config["profile"], answers=answers, worker=worker,
                            catalogue=self.catalogue, reference_dir=self.config.get("reference_dir"),
-                           student_arg=None, reference_mode="live", package=package)
+                           student_arg=None, reference_mode="live", package=package,
+                           fail_fast=bool(self.config.get("fail_fast")))
         finally:
             worker.close()
         report.student = name
@@ -174,7 +175,7 @@ def main(cmd_fd: int, result_fd: int) -> None:
             started = time.perf_counter()
             reply: dict[str, Any] = {"op": "result", "name": request["name"]}
             try:
-                reply["report"] = slot.grade(request["name"], request["folder"])
+                reply["report"] = slot.grade(request["name"], request["folder"], request.get("challenges"))
             except Exception:  # noqa: BLE001 - a grader failure for this submission; the batch goes on
                 reply["internal_error"] = traceback.format_exc(limit=8)
             reply["seconds"] = time.perf_counter() - started

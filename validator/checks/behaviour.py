@@ -11,7 +11,7 @@ from validator.cases import case_strategy
 from validator.checks import for_all, register
 from validator.checks.common import CheckFailed, OverrideParams, entry_of, run_student
 from validator.compare import mismatch, rounding_mismatch, tolerance_for
-from validator.context import Context, is_grader_failure
+from validator.context import CheckErrored, Context, is_grader_failure
 from validator.spec.schema import CheckSpec, ToleranceSpec
 
 
@@ -24,6 +24,11 @@ class CaseParams(OverrideParams):
     ``dtype``: float inputs *and* module parameters in that dtype (the layer built with ``dtype=``).
     ``input_dtype``: float inputs only, cast to that dtype; parameters stay in the default dtype
     (bf16 activations through a float32 layer, as under autocast).
+
+    ``regimes`` lists orderings of dims to cover, each a list of relations that hold together
+    (``[[seq_len > max_seq_len, seq_len > embedding_dim], [seq_len > max_seq_len, seq_len <= embedding_dim]]``):
+    the check runs its cases once per regime, so a bound compared with the wrong size cannot pass
+    by always being drawn on the same side of it.
     """
 
     dtype: Optional[str] = None
@@ -34,13 +39,30 @@ class CaseParams(OverrideParams):
     # those sublayers replaced, so the check grades the entry's own wiring whatever the sublayers do
     stand_ins: dict[str, str] = {}
 
+    regimes: list[list[str]] = []
+
     def check_against(self, challenge, check):
+        from validator.cases import holds, parse_relation
         from validator.standins import STAND_INS
 
         problems = super().check_against(challenge, check)
         for name, which in self.stand_ins.items():
             if which not in STAND_INS:
                 problems.append((("stand_ins", name), f"unknown stand-in {which!r}; known: {', '.join(STAND_INS)}"))
+        for i, regime in enumerate(self.regimes):
+            if not regime:
+                problems.append((("regimes", i), "a regime lists at least one relation"))
+            fixed = {**{k: v for k, v in challenge.dims.items() if isinstance(v, int)}, **self.dims}
+            for j, relation in enumerate(regime):
+                try:
+                    left, _, right = parse_relation(relation, set(challenge.dims))
+                except ValueError as exc:
+                    problems.append((("regimes", i, j), str(exc)))
+                    continue
+                known = all(x.isdigit() or x in fixed for x in (left, right))
+                if known and not holds([relation], fixed):
+                    problems.append((("regimes", i, j), f"{relation!r} never holds: the check fixes "
+                                     + ", ".join(f"{x}={fixed[x]}" for x in (left, right) if x in fixed)))
         return problems
 
     @model_validator(mode="after")
@@ -50,15 +72,32 @@ class CaseParams(OverrideParams):
         return self
 
 
-def strategy(ctx: Context, check: CheckSpec, p: CaseParams):
+def strategy(ctx: Context, check: CheckSpec, p: CaseParams, where: list[str] | None = None):
     _, entry = entry_of(ctx, check)
-    cases = case_strategy(ctx.challenge, entry, p.inputs, fixed_dims=p.dims)
+    cases = case_strategy(ctx.challenge, entry, p.inputs, fixed_dims=p.dims, where=where)
     if p.input_dtype:
         return cases.map(lambda c: in_dtype(c, getattr(torch, p.input_dtype)))
     if not p.dtype:
         return cases
     # float inputs in the check's dtype from the start, so a failing input prints as what was passed
     return cases.map(lambda c: in_dtype(c, getattr(torch, p.dtype)))
+
+
+def for_cases(ctx: Context, check: CheckSpec, p: CaseParams, body, make_strategy=None) -> int:
+    """``for_all`` over the check's cases, once per regime when it declares ``regimes``."""
+    make = make_strategy or (lambda where: strategy(ctx, check, p, where))
+    if not p.regimes:
+        return for_all(ctx, check, make(None), body, p.max_examples)
+    runs = 0
+    for regime in p.regimes:
+        try:
+            runs += for_all(ctx, check, make(regime), body, p.max_examples)
+        except (CheckFailed, CheckErrored) as exc:
+            again = type(exc)(f"with {' and '.join(regime)}: {exc}")
+            if hasattr(exc, "review"):
+                again.review = exc.review
+            raise again from None
+    return runs
 
 
 def in_dtype(case, dtype: torch.dtype):
@@ -100,7 +139,7 @@ def shape(ctx: Context, check: CheckSpec, p: CaseParams) -> str:
         if out.dtype != ref.dtype:
             raise CheckFailed(f"output dtype is {str(out.dtype).removeprefix('torch.')}, expected "
                               f"{str(ref.dtype).removeprefix('torch.')}" + _shown_build(ctx, check, p))
-    runs = for_all(ctx, check, strategy(ctx, check, p), body, p.max_examples)
+    runs = for_cases(ctx, check, p, body)
     return f"{runs} generated inputs"
 
 
@@ -184,13 +223,26 @@ def values(ctx: Context, check: CheckSpec, p: ValuesParams) -> str:
                 problem = mismatch(got["output"], ref, atol=atol, rtol=rtol)
         if problem:
             raise CheckFailed(problem + _shown_build(ctx, check, p))
-    runs = for_all(ctx, check, strategy(ctx, check, p), body, p.max_examples)
+    runs = for_cases(ctx, check, p, body)
     return f"{runs} generated inputs" + (" compared with your own baseline output" if p.baseline else "")
 
 
 class RaisesParams(CaseParams):
     expect: str
     message_contains: list[str] = []
+    # at least one of these must appear (case-insensitive): "a message that says why" in the student's words
+    message_contains_any: list[str] = []
+
+
+def _message_problem(message: str, p: RaisesParams) -> str | None:
+    lowered = message.lower()
+    missing = [w for w in p.message_contains if str(w).lower() not in lowered]
+    if missing:
+        return f"does not mention {', '.join(map(str, missing))}"
+    if p.message_contains_any and not any(str(w).lower() in lowered for w in p.message_contains_any):
+        return ("is empty" if not message.strip() else
+                f"mentions none of {', '.join(map(repr, p.message_contains_any))}")
+    return None
 
 
 @register("raises", RaisesParams)
@@ -203,6 +255,9 @@ def raises(ctx: Context, check: CheckSpec, p: RaisesParams) -> str:
         ref = ctx.reference_raw(call)
         if ref.get("ok") or p.expect not in ref["exception"]["mro"]:
             raise RuntimeError(f"the reference does not raise {p.expect} for this case (a spec bug)")
+        if _message_problem(ref["exception"].get("message", ""), p):
+            raise RuntimeError(f"the reference's {p.expect} message {ref['exception'].get('message', '')!r} "
+                               f"{_message_problem(ref['exception'].get('message', ''), p)} (a spec bug)")
         got = ctx.student(call, check.timeout)
         if is_grader_failure(got):
             run_student(ctx, check, call)  # raises GraderFailure with the reason: not the student's exception
@@ -214,10 +269,104 @@ def raises(ctx: Context, check: CheckSpec, p: RaisesParams) -> str:
         info = got["exception"]
         if p.expect not in info["mro"]:
             raise CheckFailed(f"raised {info['type']}: {info['message']}, expected {p.expect}")
-        lowered = info["message"].lower()
-        missing = [w for w in p.message_contains if str(w).lower() not in lowered]
-        if missing:
-            raise CheckFailed(f"raised {p.expect} as expected, but the message {info['message']!r} does not "
-                              f"mention {', '.join(map(str, missing))}: say what was wrong and what is allowed")
-    runs = for_all(ctx, check, strategy(ctx, check, p), body, p.max_examples)
+        problem = _message_problem(info["message"], p)
+        if problem:
+            raise CheckFailed(f"raised {p.expect} as expected, but the message {info['message']!r} {problem}: "
+                              "say what was wrong and what is allowed")
+    runs = for_cases(ctx, check, p, body)
     return f"{runs} generated inputs raised {p.expect}"
+
+
+class DefaultsParams(ValuesParams):
+    """Build (module) or call (function) the entry leaving out ``omit``: the arguments whose
+    contract default the check is about. Omitted positional ones must come last."""
+
+    omit: list[str]
+    # "explicit": compare with the student's own layer built with every argument given (the check's
+    # configuration, which must be the contract's defaults), so only a wrong default fails it;
+    # "reference": compare with the reference built the same way
+    against: Literal["explicit", "reference"] = "explicit"
+
+    def check_against(self, challenge, check):
+        problems = super().check_against(challenge, check)
+        name = check.entry or next(iter(challenge.entries))
+        entry = challenge.entries.get(name)
+        if entry is None:
+            return problems
+        positional = [str(a) for a in entry.init] if entry.kind == "module" else list(entry.call)
+        keywords = list(entry.init_kwargs) if entry.kind == "module" else []
+        if not self.omit:
+            problems.append((("omit",), "name at least one argument to leave out"))
+        for i, arg in enumerate(self.omit):
+            if arg not in positional and arg not in keywords:
+                problems.append((("omit", i), f"{name} is not built or called with {arg!r} (it takes "
+                                              f"{', '.join(positional + keywords) or 'nothing'})"))
+        dropped = [a for a in positional if a in self.omit]
+        if dropped and positional[len(positional) - len(dropped):] != dropped:
+            problems.append((("omit",), f"only trailing positional arguments can be left out: "
+                                        f"{', '.join(positional)} ends with {', '.join(positional[-len(dropped):])}"))
+        return problems
+
+
+def _without(call: dict, entry, omit: list[str]) -> dict:
+    """``call`` with the omitted arguments left out, so the callee's own defaults apply."""
+    call = dict(call)
+    if entry.kind == "module":
+        keep = len([a for a in entry.init if str(a) not in omit])
+        call["init_args"] = call["init_args"][:keep]
+        call["init_kwargs"] = {k: v for k, v in call["init_kwargs"].items() if k not in omit}
+    else:
+        keep = len([a for a in entry.call if a not in omit])
+        call["inputs"] = call["inputs"][:keep]
+    return call
+
+
+def _contract_defaults(ctx: Context, name: str, entry, omit: list[str]) -> str:
+    """``base=10000.0, dropout=0.0``: the reference's defaults for the omitted arguments, when it is here."""
+    import inspect
+
+    target = (getattr(ctx.ref, "namespace", None) or {}).get(name)  # only a live reference has its objects
+    if target is None:
+        return ", ".join(omit)
+    try:
+        params = inspect.signature(target.forward if entry.kind == "autograd_function" else target).parameters
+    except (TypeError, ValueError):
+        return ", ".join(omit)
+    shown = []
+    for arg in omit:
+        param = params.get(arg)
+        shown.append(f"{arg}={param.default!r}" if param is not None and param.default is not param.empty else arg)
+    return ", ".join(shown)
+
+
+@register("defaults", DefaultsParams)
+def defaults(ctx: Context, check: CheckSpec, p: DefaultsParams) -> str:
+    """The entry built (or called) with the contract's defaults for ``omit`` equals the reference built the
+    same way: a student's model is built with the defaults, which every other check passes explicitly."""
+    name, entry = entry_of(ctx, check)
+    spec_tol = p.tolerance if p.tolerance is not None else ctx.challenge.tolerance
+    dtype = torch.get_default_dtype()
+
+    def body(case):
+        full = ctx.build_call(name, case, want=["output"], state=_state(ctx, name, case, dtype), train=p.train)
+        call = _without(full, entry, p.omit)
+        expected = ctx.reference_call(call)["output"]
+        explicit = ctx.reference_call(full)["output"]
+        atol, rtol = tolerance_for(expected.dtype, spec_tol)
+        if mismatch(expected, explicit, atol=atol, rtol=rtol):
+            raise RuntimeError(f"the reference built without {', '.join(p.omit)} differs from the check's "
+                               "configuration: its option values must be the contract's defaults (a spec bug)")
+        got = run_student(ctx, check, call)["output"]
+        if p.against == "explicit":
+            ref = run_student(ctx, check, full)["output"]
+            problem = mismatch(got, ref, atol=atol, rtol=rtol,
+                               what=f"output (compared with your own output when {', '.join(p.omit)} are given)")
+        else:
+            problem = mismatch(got, expected, atol=atol, rtol=rtol)
+        if problem:
+            how = "built" if entry.kind == "module" else "called"
+            raise CheckFailed(f"{problem} ({how} without {', '.join(p.omit)}, so the defaults apply: the contract "
+                              f"says {_contract_defaults(ctx, name, entry, p.omit)}"
+                              + (", in training mode" if p.train else "") + ")")
+    runs = for_cases(ctx, check, p, body)
+    return f"{runs} generated inputs with the default {', '.join(p.omit)}"

@@ -18,7 +18,7 @@ from pydantic import model_validator
 
 from validator.cases import case_strategy
 from validator.checks import Params, for_all, register
-from validator.checks.behaviour import CaseParams, stand_in_extra, strategy
+from validator.checks.behaviour import CaseParams, for_cases, stand_in_extra, strategy
 from validator.checks.common import CheckFailed, entry_of, run_student
 from validator.compare import mismatch, tolerance_for
 from validator.context import CheckSkipped, Context
@@ -147,7 +147,7 @@ def gradient(ctx: Context, check: CheckSpec, p: GradientParams) -> str:
         expected = ctx.reference_call(call)
         got = run_student(ctx, check, call)
         _compare_grads(ctx, call, got, expected, exclude_rows=p.exclude_rows)
-    runs = for_all(ctx, check, strategy(ctx, check, p), body, p.max_examples)
+    runs = for_cases(ctx, check, p, body)
     return f"{runs} generated inputs, random upstream gradients"
 
 
@@ -158,7 +158,7 @@ def untouched_rows_zero(ctx: Context, check: CheckSpec, p: GradientParams) -> st
         expected = ctx.reference_call(call)
         got = run_student(ctx, check, call)
         _compare_grads(ctx, call, got, expected, exact_zero_only=True)
-    runs = for_all(ctx, check, strategy(ctx, check, p), body, p.max_examples)
+    runs = for_cases(ctx, check, p, body)
     return f"{runs} generated inputs"
 
 
@@ -276,5 +276,5 @@ def forward_pure(ctx: Context, check: CheckSpec, p: CaseParams) -> str:
             if tuple(after.shape) != tuple(before.shape) or not torch.equal(torch.nan_to_num(after), torch.nan_to_num(before)):
                 raise CheckFailed(f"forward changed `{pname}` in place: a lookup must only read the weights "
                                   "(an in-place op such as mul_, clamp_ or index_put_ on the parameter changes them)")
-    runs = for_all(ctx, check, strategy(ctx, check, p), body, p.max_examples)
+    runs = for_cases(ctx, check, p, body)
     return f"{runs} generated inputs"

@@ -15,8 +15,8 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from validator.cases import Case
-from validator.checks import for_all, register
-from validator.checks.behaviour import ValuesParams, _by_rounding, _state, _shown_build, strategy
+from validator.checks import register
+from validator.checks.behaviour import ValuesParams, _by_rounding, _state, _shown_build, for_cases, strategy
 from validator.checks.common import CheckFailed, entry_of, run_student
 from validator.compare import mismatch, rounding_mismatch, tolerance_for
 from validator.context import Context
@@ -117,7 +117,7 @@ def stability(ctx: Context, check: CheckSpec, p: StabilityParams) -> str:
             problem = _compare(p, spec_tol, got, ref, "output")
             if problem:
                 raise CheckFailed(f"{where}: {problem}" + _shown_build(ctx, check, p))
-    runs = for_all(ctx, check, strategy(ctx, check, p), body, p.max_examples)
+    runs = for_cases(ctx, check, p, body)
     return f"{runs} generated inputs, each scaled by {', '.join(f'{f:g}' for f in p.scale)}"
 
 
@@ -183,6 +183,6 @@ def invariance(ctx: Context, check: CheckSpec, p: InvarianceParams) -> str:
                     raise RuntimeError(f"the reference breaks {rel} within the tolerance (a spec bug): {problem}")
                 if problem:
                     raise CheckFailed(f"{rel} does not hold for your layer: {problem}" + _shown_build(ctx, check, p))
-    runs = for_all(ctx, check, strategy(ctx, check, p), body, p.max_examples)
+    runs = for_cases(ctx, check, p, body)
     rels = "; ".join(relation(c)[1] for c in amounts)
     return f"{runs} generated inputs: {rels}"

@@ -140,7 +140,7 @@ _GRADER_SOURCES = ("cases.py", "context.py", "runner.py", "profiles.py", "spec/s
                    "worker/protocol.py", "checks/*.py", "reference_side.py", "instructor/fixtures.py")
 
 
-_DOC_ONLY = ("title", "summary", "contract", "background", "hints", "questions")
+_DOC_ONLY = ("title", "summary", "contract", "background", "hints", "questions", "strength")
 _CHECK_DOC_ONLY = ("title", "hint", "points", "advisory")
 
 

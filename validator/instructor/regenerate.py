@@ -88,7 +88,7 @@ def _rel(path: Path) -> str:
 def regenerate(*, check: bool = False, challenges: Sequence[str] | None = None, force: bool = False,
                self_check: bool = True, challenges_dir: str | Path | None = None,
                reference_dir: str | Path | None = None, student_dir: str | Path | None = None,
-               out=None) -> int:
+               out=None, strength: bool = False) -> int:
     """Rebuild (or with ``check``, verify) the derived files and self-check; returns an exit status."""
     say = (lambda msg: print(msg, file=out or sys.stdout, flush=True))
     started = time.perf_counter()
@@ -167,6 +167,20 @@ def regenerate(*, check: bool = False, challenges: Sequence[str] | None = None, 
                 f"{len(blob) / 1024:.0f} KiB, {time.perf_counter() - t0:.1f} s")
     if not stale_texts and not to_record and not todo.orphans:
         say("everything derived from the reference and the specs is up to date")
+    if strength and not problems:
+        from validator.instructor.strength import strength as run_strength
+
+        t0 = time.perf_counter()
+        try:
+            report = run_strength(challenges=wanted, stream=out or sys.stdout)
+        except RuntimeError as exc:
+            problems.append(f"strength: {exc}")
+        else:
+            say(f"strength: {sum(c.caught for c in report.challenges)} mutants caught, {report.survived} survived, "
+                f"{sum(c.equivalent for c in report.challenges)} equivalent ({time.perf_counter() - t0:.1f} s)")
+            if not self_check:
+                problems += [f"{c.id}: {c.survived} surviving mutant(s) not marked equivalent"
+                             for c in report.challenges if c.survived]
     if self_check:
         stub_file = student_dir / "layers.py"
         if check and stub_file in stale_texts:
@@ -190,7 +204,8 @@ def regenerate(*, check: bool = False, challenges: Sequence[str] | None = None, 
 
 def main(*, check: bool = False, challenges: Sequence[str] | None = None, force: bool = False,
          self_check: bool = True, challenges_dir: str | None = None, reference_dir: str | None = None,
-         student_dir: str | None = None) -> int:
+         student_dir: str | None = None, strength: bool = False) -> int:
     """Entry for the CLI."""
     return regenerate(check=check, challenges=challenges, force=force, self_check=self_check,
-                      challenges_dir=challenges_dir, reference_dir=reference_dir, student_dir=student_dir)
+                      challenges_dir=challenges_dir, reference_dir=reference_dir, student_dir=student_dir,
+                      strength=strength)

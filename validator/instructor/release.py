@@ -128,11 +128,31 @@ def _fresh_dir(out: Path, force: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
+def without_strength(text: str) -> str:
+    """A spec's text without its top-level `strength:` block (and the comment just above it): the
+    equivalence marks of `validator strength` name the reference's lines and say how it works."""
+    lines = text.splitlines(True)
+    out: list[str] = []
+    skipping = False
+    for line in lines:
+        if re.match(r"strength\s*:", line):
+            skipping = True
+            while out and out[-1].startswith("#"):
+                out.pop()
+            continue
+        if skipping and re.match(r"[A-Za-z_#]", line):
+            skipping = False
+        if not skipping:
+            out.append(line)
+    return "".join(out)
+
+
 def _copy_challenges(src: Path, dest: Path, catalogue: Iterable[str]) -> None:
     (dest / "fixtures").mkdir(parents=True, exist_ok=True)
     for cid in catalogue:
-        for name in (f"{cid}.yaml", f"{cid}.md"):
-            shutil.copy2(src / name, dest / name)
+        shutil.copy2(src / f"{cid}.md", dest / f"{cid}.md")
+        (dest / f"{cid}.yaml").write_text(without_strength((src / f"{cid}.yaml").read_text(encoding="utf-8")),
+                                          encoding="utf-8")
         fixture = src / "fixtures" / f"{cid}{SUFFIX}"
         if fixture.exists():
             shutil.copy2(fixture, dest / "fixtures" / fixture.name)

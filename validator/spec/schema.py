@@ -62,7 +62,7 @@ class InputSpec(Strict):
     dtype: Optional[str] = None
     requires_grad: bool = False
     include: list[Dim] = Field(default_factory=list)
-    inject: Optional[Dim] = None
+    inject: Optional[Union[Dim, list[Dim]]] = None  # one invalid value, or several at distinct positions
     repeats: bool = False
     value: Any = None
     choices: list[Any] = Field(default_factory=list)
@@ -91,7 +91,16 @@ class InputSpec(Strict):
             raise ValueError("`...` may appear at most once in a shape")
         if self.choices and self.type != "value":
             raise ValueError("`choices` is for inputs of type value")
+        if isinstance(self.inject, list) and not self.inject:
+            raise ValueError("`inject` takes a value or a non-empty list of values")
         return self
+
+    @property
+    def injected(self) -> list[Dim]:
+        """The invalid values to place, each at its own drawn position."""
+        if self.inject is None:
+            return []
+        return list(self.inject) if isinstance(self.inject, list) else [self.inject]
 
 
 class ToleranceSpec(Strict):
@@ -215,6 +224,36 @@ class Forbidden(Strict):
         return v
 
 
+class EquivalentMutant(Strict):
+    """A mutant of the reference that `validator strength` reports as surviving, which the instructor
+    has judged unable to change behaviour under the contract; ``reason`` says why."""
+
+    mutant: str = Field(min_length=1)
+    reason: str
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, v: str) -> str:
+        if len(v.strip()) < 10:
+            raise ValueError("say why the mutant cannot change behaviour (a reason of at least 10 characters)")
+        return v
+
+
+class Strength(Strict):
+    """Instructor's notes for `validator strength`: survivors that are equivalent to the reference."""
+
+    equivalent: list[EquivalentMutant] = Field(default_factory=list)
+
+    @field_validator("equivalent")
+    @classmethod
+    def _unique(cls, v: list[EquivalentMutant]) -> list[EquivalentMutant]:
+        ids = [m.mutant for m in v]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"mutant {', '.join(dupes)} is marked equivalent more than once")
+        return v
+
+
 class Challenge(Strict):
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     title: str
@@ -231,6 +270,7 @@ class Challenge(Strict):
     tolerance: Tolerance = "default"
     checks: list[CheckSpec]
     questions: list[Question] = Field(default_factory=list)
+    strength: Strength = Field(default_factory=Strength)
 
     @field_validator("dims")
     @classmethod

@@ -340,6 +340,8 @@ def _spawn(box, student_name: str, fds: list[int], ctrl: socket.socket) -> int:
         directory, env = sandbox.enter(box, keep_fds=[3, 4], scratch=scratch)
         os.environ.clear()
         os.environ.update(env)
+        tempfile.tempdir = None  # the template cached /tmp; a lazily imported library (torch's inductor cache on
+        # a meta-device init) must find the sandbox's TMPDIR, its scratch dir, instead of an unwritable /tmp path
         _clean_sys_path()
         global _STUDENT_FILE, _STAGED_ROOT
         _STUDENT_FILE = os.path.join(directory, student_name)

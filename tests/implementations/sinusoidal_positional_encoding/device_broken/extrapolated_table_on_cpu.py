@@ -32,4 +32,4 @@ class SinusoidalPositionalEncoding(nn.Module):
     def forward(self, x):
         n = x.shape[-2]
         table = self.table if n <= self.table.shape[0] else sinusoidal_positional_encoding(n, self.d, self.base).float()  # BUG: built on the CPU
-        return x + table[:n]
+        return x + table[:n].to(dtype=x.dtype)

@@ -1,11 +1,16 @@
 """Float32 throughout: `p / base ** (2i / d)` with `torch.pow`, a float32 buffer added to inputs of any dtype.
 
 At position 20000 the float32 angle is off by ~1e-3; the grader's tolerance
-grows with the position, so this is accepted as the formula computed in float32.
+grows with the position, so the float32 formula itself is accepted. But adding a
+float32 table to a bfloat16 (or float16) `x` promotes the result to float32,
+where the contract asks for the dtype of x: a float64 input hid this (float64 wins
+the promotion), a reduced-precision one shows it. Every other check passes.
 """
 
 import torch
 from torch import nn
+
+MAY_FAIL = ["module_bfloat16_dtype"]
 
 
 def sinusoidal_positional_encoding(max_seq_len, embedding_dim, base=10000.0):

@@ -1,0 +1,404 @@
+"""`validator strength`: how many one-point bugs of the reference each challenge's checks catch.
+
+For every selected challenge, the mutants of :mod:`validator.instructor.mutants` are graded
+as submissions by the sandboxed slots of ``validator grade`` (:class:`~validator.batch.pool.Pool`),
+each stopped at its first check that loses points (``--all-checks`` grades every check, for the
+kill matrix). A result is cached on disk under a hash of the mutant's source, the challenge's
+fixture fingerprint (its graded spec, the reference entries it uses, the grader's code), the seed
+and the profile: a second run after an unrelated change grades nothing.
+
+A survivor that cannot change behaviour is marked in the spec with a reason::
+
+    strength:
+      equivalent:
+        - {mutant: "SinusoidalPositionalEncoding.__init__:L0:default:max_seq_len:2048->2049",
+           reason: "the table extends past max_seq_len, so the stored length changes no output"}
+        - {mutant: "embedding:*:drop_arg:IndexError[0]", reason: "..."}   # `*` matches any text
+
+Every other survivor is a hole in the checks: the report shows it as a diff with the inputs it
+would need, and the instructor self-check fails on it (see :func:`unmarked_survivors`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence, TextIO
+
+from validator import paths
+from validator.instructor.mutants import Mutant, generate
+
+EXIT_OK, EXIT_SURVIVORS, EXIT_USAGE, EXIT_GRADER = 0, 1, 2, 3
+STRENGTH_FORMAT = 1
+BLAST_RADIUS = 0.8  # a check that catches at least this share of the caught mutants
+
+
+# -- the result model (plain data; reporters render it) -----------------------------------------
+@dataclass
+class MutantResult:
+    id: str
+    status: str  # caught | survived | equivalent | error (the grader failed on it: not cached)
+    caught_by: list[str] = field(default_factory=list)  # the first catcher, or every one with --all-checks
+    message: str = ""  # the first catching check's message, shortened
+    seconds: float = 0.0
+    cached: bool = False
+    diff: str = ""  # survivors and equivalents only
+    needs: list[str] = field(default_factory=list)  # the input family a check would need (survivors)
+    reason: str = ""  # equivalents: the spec's reason
+
+
+@dataclass
+class ChallengeStrength:
+    id: str
+    fingerprint: str
+    mutants: int = 0
+    caught: int = 0
+    survived: int = 0
+    equivalent: int = 0
+    errors: int = 0
+    all_checks: bool = False
+    catches: dict[str, int] = field(default_factory=dict)  # check id -> mutants it caught (first catches in fail-fast)
+    dead_weight: list[str] = field(default_factory=list)
+    blast_radius: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    results: list[MutantResult] = field(default_factory=list)
+    seconds: float = 0.0
+    graded: int = 0  # mutants graded in this run (the rest came from the cache)
+
+    @property
+    def score(self) -> float:
+        """Caught share of the mutants that are not equivalent (1.0 when there are none)."""
+        live = self.mutants - self.equivalent - self.errors
+        return self.caught / live if live else 1.0
+
+    @property
+    def survivors(self) -> list[MutantResult]:
+        return [r for r in self.results if r.status == "survived"]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["score"] = round(self.score, 4)
+        return out
+
+
+@dataclass
+class StrengthReport:
+    challenges: list[ChallengeStrength]
+    seed: int
+    profile: str
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def survived(self) -> int:
+        return sum(c.survived for c in self.challenges)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": STRENGTH_FORMAT, "seed": self.seed, "profile": self.profile,
+                "seconds": round(self.seconds, 1), "notes": list(self.notes),
+                "survived": self.survived, "challenges": [c.to_dict() for c in self.challenges]}
+
+
+# -- the cache ----------------------------------------------------------------------------------
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("VALIDATOR_STRENGTH_CACHE") or paths.PROJECT_ROOT / ".validator-cache" / "strength")
+
+
+def mutant_key(mutant: Mutant, *, fingerprint: str, seed: int, profile: str, all_checks: bool) -> str:
+    h = hashlib.sha256(f"{STRENGTH_FORMAT}|{fingerprint}|{seed}|{profile}|{int(all_checks)}|".encode())
+    h.update(mutant.source.encode())
+    return h.hexdigest()[:32]
+
+
+def _summary_path(cache: Path, challenge_id: str) -> Path:
+    return cache / f"{challenge_id}.summary.json"
+
+
+# -- equivalence marks ------------------------------------------------------------------------------
+def _pattern(mark: str):
+    import re
+
+    return re.compile(".*".join(re.escape(part) for part in mark.split("*")) + r"\Z")
+
+
+def equivalence_reason(challenge, mutant_id: str) -> str | None:
+    """The spec's reason when ``strength.equivalent`` marks this mutant (``*`` in a mark matches any text)."""
+    for mark in challenge.strength.equivalent:
+        if _pattern(mark.mutant).match(mutant_id):
+            return mark.reason
+    return None
+
+
+def unmatched_marks(challenge, mutant_ids: Sequence[str]) -> list[str]:
+    """Marks under ``strength.equivalent`` that match none of these mutants: a warning, never an error."""
+    return [e.mutant for e in challenge.strength.equivalent
+            if not any(_pattern(e.mutant).match(mid) for mid in mutant_ids)]
+
+
+# -- what a survivor would need -------------------------------------------------------------------
+def input_family(mutant: Mutant, challenge) -> list[str]:
+    """As far as the mutated line tells: which dims, inputs, options or defaults a check must vary."""
+    names = set(mutant.names)
+    options = set(challenge.options())
+    dims = [d for d in challenge.dims if d in names]
+    inputs = [i for i in challenge.inputs if i in names and i not in options and i not in challenge.dims]
+    opts = [o for o in options if o in names]
+    needs: list[str] = []
+    if mutant.operator == "default":
+        arg = mutant.detail.split(":", 1)[0]
+        needs.append(f"a `defaults` check: build/call {mutant.qualname.split('.')[0]} without `{arg}` "
+                     "and compare with the reference built the same way")
+    elif mutant.operator == "compare_op":
+        needs.append(f"sizes on both sides of, and exactly at, the bound in `{mutant.original_line}`"
+                     + (f" ({' vs '.join(dims)}; a check's `regimes:` can cover each side)" if dims else ""))
+    elif mutant.operator == "drop_stmt" and mutant.detail in ("if", "raise", "assert"):
+        needs.append(f"an invalid input that trips `{mutant.original_line}`: a `raises` check "
+                     "(several invalid values at once with `inject: [...]`, the message with `message_contains`)")
+    elif mutant.operator in ("drop_kwarg", "drop_arg") and "dtype" in names:
+        needs.append("inputs (or a layer) in a dtype other than the default, reduced precision included "
+                     "(float16, bfloat16): the result's dtype and values must follow the contract")
+    elif mutant.operator in ("drop_kwarg", "drop_arg") and "device" in names:
+        needs.append("another device: `--device cuda` (on the CPU every tensor is already on the right device)")
+    elif mutant.operator == "constant" and mutant.line:
+        needs.append(f"inputs where the constant in `{mutant.original_line}` matters")
+    if dims:
+        needs.append("dims: " + ", ".join(dims))
+    if inputs:
+        needs.append("inputs: " + ", ".join(inputs))
+    if opts:
+        needs.append("options: " + ", ".join(f"{o} (with its default and other values)" for o in opts))
+    if "training" in names or "dropout" in names:
+        needs.append("training mode (`train: true`)")
+    return needs
+
+
+def _caught_by(report: dict, challenge_id: str) -> tuple[list[str], str]:
+    """The code checks that lost points, and the first one's message."""
+    for ch in report.get("challenges", []):
+        if ch.get("id") != challenge_id:
+            continue
+        lost = [c for c in ch.get("checks", []) if c.get("kind") != "question"
+                and c.get("status") in ("failed", "error") and c.get("score", 0) < c.get("max_score", 0)]
+        if ch.get("problem") and not lost:
+            return ["(import)"], str(ch["problem"])[:300]
+        first = (lost[0].get("message") or "").strip().splitlines()[:1] if lost else []
+        return [c["id"] for c in lost], (first[0][:300] if first else "")
+    return [], ""
+
+
+# -- the run ---------------------------------------------------------------------------------------
+def strength(*, challenges: Sequence[str] | None = None, jobs: int | None = None, seed: int = 0,
+             profile: str = "batch", all_checks: bool = False, cache_dir: str | Path | None = None,
+             use_cache: bool = True, isolate: bool = True, timeout: float = 300.0, memory: int = 2048,
+             limit: int | None = None, only: Sequence[str] | None = None,
+             stream: TextIO | None = None) -> StrengthReport:
+    """Generate, grade (or read from the cache) and summarise the mutants of each selected challenge.
+
+    ``limit`` keeps the first N mutants of each challenge and ``only`` the named mutant ids (for
+    tests and quick looks); a partial run does not update the summary the self-check reads.
+    """
+    from validator.api import UsageError, select_challenges
+    from validator.batch.grade import canary_folder, canary_problem, slot_config
+    from validator.batch.pool import Outcome, Pool
+    from validator.instructor.fixtures import fingerprint
+    from validator.profiles import get_settings
+    from validator.sandbox import Limits
+    from validator.spec import load_catalogue
+
+    say = (lambda msg: print(msg, file=stream or sys.stderr, flush=True))
+    started = time.monotonic()
+    try:
+        get_settings(profile)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    reference_file = paths.reference_dir() / "layers.py"
+    if not reference_file.exists():
+        raise UsageError(f"no reference at {reference_file}: `validator strength` runs on the instructor's copy")
+    catalogue = load_catalogue(paths.challenges_dir())
+    selected = select_challenges(catalogue, challenges)
+    source = reference_file.read_text(encoding="utf-8")
+    cache = Path(cache_dir) if cache_dir else default_cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    partial = bool(limit or only)
+
+    plans: list[tuple[Any, ChallengeStrength, list[Mutant], dict[str, str]]] = []
+    todo: list[tuple[str, Mutant, Any, str]] = []  # (task name, mutant, challenge, cache key)
+    for ch in selected:
+        fp = fingerprint(ch, reference_file=reference_file)
+        mutants = generate(source, ch.entries)
+        if only:
+            mutants = [m for m in mutants if m.id in set(only)]
+        if limit:
+            mutants = mutants[:limit]
+        keys = {m.id: mutant_key(m, fingerprint=fp, seed=seed, profile=profile, all_checks=all_checks)
+                for m in mutants}
+        plans.append((ch, ChallengeStrength(id=ch.id, fingerprint=fp, mutants=len(mutants), all_checks=all_checks),
+                      mutants, keys))
+        for m in mutants:
+            if not (use_cache and (cache / f"{keys[m.id]}.json").is_file()):
+                todo.append((f"{ch.id}-{len(todo):05d}", m, ch, keys[m.id]))
+
+    fresh: dict[str, dict] = {}
+    if todo:
+        jobs = max(1, jobs or os.cpu_count() or 1)
+        say(f"strength: grading {len(todo)} mutant(s) of {len(selected)} challenge(s) with {min(jobs, len(todo))} "
+            f"slot(s) (seed {seed}, profile {profile}, {'every check' if all_checks else 'fail-fast'}); "
+            f"{sum(p[1].mutants for p in plans) - len(todo)} cached")
+        with tempfile.TemporaryDirectory(prefix="validator-strength-") as tmp:
+            folders = {}
+            for name, m, _, _ in todo:
+                folder = Path(tmp) / name
+                folder.mkdir()
+                (folder / "layers.py").write_text(m.source, encoding="utf-8")
+                folders[name] = str(folder)
+            limits = Limits(wall_s=float(timeout), cpu_s=max(1, int(timeout)), memory_mb=int(memory))
+            # one pool for every challenge: each task names its challenge, so the slots stay busy across them
+            ids = list(dict.fromkeys(task[2].id for task in todo))
+            config = slot_config(challenges=ids, seed=seed, profile=profile, limits=limits, isolate=isolate,
+                                 hide=(tmp,), fail_fast=not all_checks)
+            pool = Pool(config, workers=min(jobs, len(todo)), watchdog_s=2 * timeout + 300, keep=True)
+            left = {cid: sum(t[2].id == cid for t in todo) for cid in ids}
+            t0 = time.monotonic()
+
+            def on_result(outcome: Outcome) -> None:
+                fresh[outcome.name] = {"report": outcome.report, "error": outcome.error, "seconds": outcome.seconds}
+                cid = outcome.name.rsplit("-", 1)[0]
+                left[cid] -= 1
+                if not left[cid]:
+                    say(f"  {cid}: graded ({time.monotonic() - t0:.0f} s since the start)")
+
+            try:
+                pool.start(min(jobs, len(todo)))
+                # the reference first, on the same slots: if it loses a point, no mutant's verdict means anything
+                with tempfile.TemporaryDirectory(prefix="validator-strength-canary-") as ctmp:
+                    canary = canary_folder(reference_dir=paths.reference_dir(), into=ctmp)
+                    outcomes: list[Outcome] = []
+                    pool.run([(".canary", str(canary))], outcomes.append)
+                problem = canary_problem(outcomes[0]) if outcomes else "the reference was not graded"
+                if problem:
+                    raise RuntimeError(problem)
+                pool.run([(name, folders[name], [ch.id]) for name, _, ch, _ in todo], on_result)
+            finally:
+                pool.close()
+
+    for ch, result, mutants, keys in plans:
+        t0 = time.monotonic()
+        marks = {m.id: equivalence_reason(ch, m.id) for m in mutants}
+        marks = {k: v for k, v in marks.items() if v is not None}
+        names = {m.id: name for name, m, c, _ in todo if c.id == ch.id}
+        for m in mutants:
+            path = cache / f"{keys[m.id]}.json"
+            entry = None
+            cached = False
+            if m.id in names and names[m.id] in fresh:
+                got = fresh[names[m.id]]
+                caught_by, message = _caught_by(got["report"], ch.id) if got["report"] is not None else ([], "")
+                if message.startswith("internal grader error"):  # the grader's bug catches nothing: not cached
+                    got = dict(got, error=f"{caught_by[0]}: {message}")
+                if got["error"] is None and got["report"] is not None:
+                    entry = {"mutant": m.id, "caught_by": caught_by, "message": message,
+                             "seconds": round(got["seconds"], 2)}
+                    path.write_text(json.dumps(entry) + "\n", encoding="utf-8")
+                else:
+                    result.results.append(MutantResult(id=m.id, status="error",
+                                                       message=(got["error"] or "no report")[-300:]))
+                    result.errors += 1
+                    continue
+                result.graded += 1
+            elif path.is_file():
+                entry = json.loads(path.read_text(encoding="utf-8"))
+                cached = True
+            if entry is None:
+                result.results.append(MutantResult(id=m.id, status="error", message="not graded"))
+                result.errors += 1
+                continue
+            caught_by = entry["caught_by"]
+            status = "caught" if caught_by else ("equivalent" if m.id in marks else "survived")
+            mr = MutantResult(id=m.id, status=status, caught_by=caught_by, message=entry.get("message", ""),
+                              seconds=entry.get("seconds", 0.0), cached=cached)
+            if status != "caught":
+                mr.diff = m.diff(source)
+                mr.reason = marks.get(m.id, "")
+                mr.needs = input_family(m, ch) if status == "survived" else []
+            elif m.id in marks:
+                result.warnings.append(f"{m.id} is marked equivalent in the spec but {caught_by[0]} catches it: "
+                                       "remove the mark")
+            result.results.append(mr)
+            for check_id in caught_by:
+                result.catches[check_id] = result.catches.get(check_id, 0) + 1
+        result.caught = sum(r.status == "caught" for r in result.results)
+        result.survived = sum(r.status == "survived" for r in result.results)
+        result.equivalent = sum(r.status == "equivalent" for r in result.results)
+        if not partial:
+            result.warnings += [f"strength.equivalent names {mark!r}, which matches no mutant of this challenge "
+                                "(renamed or gone: remove or update the mark)"
+                                for mark in unmatched_marks(ch, [m.id for m in mutants])]
+        graded_checks = [c.id for c in ch.checks if not c.advisory and c.points > 0]
+        if all_checks:
+            result.dead_weight = [c for c in graded_checks if not result.catches.get(c)]
+            if result.caught:
+                result.blast_radius = [c for c in graded_checks
+                                       if result.catches.get(c, 0) >= BLAST_RADIUS * result.caught and result.caught >= 5]
+        result.seconds = round(sum(r.seconds for r in result.results if not r.cached) + time.monotonic() - t0, 1)
+        if not partial and not result.errors:
+            _summary_path(cache, ch.id).write_text(json.dumps({
+                "challenge": ch.id, "fingerprint": result.fingerprint, "seed": seed, "profile": profile,
+                "mutants": result.mutants, "survivors": [r.id for r in result.results
+                                                         if r.status in ("survived", "equivalent")]},
+                indent=1) + "\n", encoding="utf-8")
+    notes = []
+    if not all_checks:
+        notes.append("fail-fast: each mutant was graded up to its first catching check, so `catches` counts first "
+                     "catches; run with --all-checks for dead weight and blast radius")
+    return StrengthReport(challenges=[p[1] for p in plans], seed=seed, profile=profile,
+                          seconds=time.monotonic() - started, notes=notes)
+
+
+# -- the self-check's view --------------------------------------------------------------------------
+def unmarked_survivors(challenge, *, reference_file: Path, cache_dir: str | Path | None = None) -> list[str] | None:
+    """The survivors of the last full `validator strength` run on ``challenge`` that the spec does not mark
+    equivalent; None when there is no such run for the current spec, reference and grader (nothing to say)."""
+    from validator.instructor.fixtures import fingerprint
+
+    path = _summary_path(Path(cache_dir) if cache_dir else default_cache_dir(), challenge.id)
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if summary.get("fingerprint") != fingerprint(challenge, reference_file=reference_file):
+        return None
+    return [m for m in summary.get("survivors", []) if equivalence_reason(challenge, m) is None]
+
+
+def main(*, challenges: Sequence[str] | None = None, json_path: str | None = None, jobs: int | None = None,
+         seed: int = 0, profile: str = "batch", all_checks: bool = False, cache_dir: str | None = None,
+         use_cache: bool = True, isolate: bool = True, timeout: float = 300.0, stream: TextIO | None = None) -> int:
+    """Entry for the CLI: exit 0 when every non-equivalent mutant is caught, 1 when some survive,
+    2 for usage or spec errors, 3 when the grader failed (the reference lost points, a mutant errored)."""
+    from validator.api import UsageError
+    from validator.reporters.strength import render_text, write_json
+    from validator.spec import SpecError
+
+    out = stream or sys.stdout
+    try:
+        report = strength(challenges=challenges, jobs=jobs, seed=seed, profile=profile, all_checks=all_checks,
+                          cache_dir=cache_dir, use_cache=use_cache, isolate=isolate, timeout=timeout,
+                          stream=sys.stderr if stream is None else stream)
+    except (UsageError, SpecError) as exc:
+        print(f"error: {exc}", file=sys.stderr if stream is None else stream)
+        return EXIT_USAGE
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr if stream is None else stream)
+        return EXIT_GRADER
+    out.write(render_text(report))
+    if json_path:
+        write_json(report, json_path)
+    if any(c.errors for c in report.challenges):
+        return EXIT_GRADER
+    return EXIT_SURVIVORS if report.survived else EXIT_OK

@@ -1,0 +1,58 @@
+"""Render a `validator strength` report (validator.instructor.strength.StrengthReport): terminal text, JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def write_json(report, path: str | Path) -> None:
+    """The report as plain data (``StrengthReport.to_dict``), self-contained: diffs, reasons and hints included."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+
+
+def _indent(text: str, pad: str = "      ") -> str:
+    return "".join(pad + line for line in text.splitlines(True))
+
+
+def render_text(report) -> str:
+    lines = [f"strength report (seed {report.seed}, profile {report.profile}, {report.seconds:.0f} s)"]
+    for ch in report.challenges:
+        live = ch.mutants - ch.equivalent - ch.errors
+        lines.append("")
+        lines.append(f"{ch.id}: {ch.caught}/{live} non-equivalent mutants caught ({ch.score:.1%}); "
+                     f"{ch.survived} survived, {ch.equivalent} marked equivalent"
+                     + (f", {ch.errors} not graded (grader error)" if ch.errors else "")
+                     + f"; {ch.graded} graded now, {ch.mutants - ch.graded - ch.errors} from the cache")
+        for r in ch.results:
+            if r.status == "survived":
+                lines.append(f"  SURVIVED {r.id}")
+                lines.append(_indent(r.diff.rstrip("\n") + "\n"))
+                for need in r.needs:
+                    lines.append(f"      needs: {need}")
+            elif r.status == "error":
+                lines.append(f"  NOT GRADED {r.id}: {r.message.strip().splitlines()[-1] if r.message.strip() else ''}")
+        equivalents = [r for r in ch.results if r.status == "equivalent"]
+        if equivalents:
+            lines.append(f"  equivalent (marked in the spec): " + ", ".join(r.id for r in equivalents))
+        if ch.catches:
+            label = "catches" if ch.all_checks else "first catches"
+            lines.append(f"  {label}: " + ", ".join(f"{k} {v}" for k, v in
+                                                    sorted(ch.catches.items(), key=lambda kv: -kv[1])))
+        if ch.all_checks:
+            lines.append("  dead weight (caught nothing): " + (", ".join(ch.dead_weight) or "none"))
+            lines.append("  blast radius (caught >= 80% of the caught mutants): " + (", ".join(ch.blast_radius) or "none"))
+        for w in ch.warnings:
+            lines.append(f"  warning: {w}")
+    for note in report.notes:
+        lines.append(f"note: {note}")
+    total = sum(c.mutants for c in report.challenges)
+    lines.append("")
+    lines.append(f"{total} mutants: {sum(c.caught for c in report.challenges)} caught, {report.survived} survived, "
+                 f"{sum(c.equivalent for c in report.challenges)} equivalent"
+                 + (" -- every non-equivalent mutant is caught" if not report.survived else
+                    " -- mark a survivor equivalent (strength.equivalent in the spec, with a reason) only if it "
+                    "cannot change behaviour; otherwise add the check it needs"))
+    return "\n".join(lines) + "\n"

@@ -192,6 +192,26 @@ def test_three_mutants_are_graded_fail_fast_then_come_from_the_cache(tmp_path):
     assert "learned_positional_embedding: 2/2 non-equivalent mutants caught" in text and "SURVIVED" not in text
 
 
+def test_the_html_report_shows_each_survivor_escaped_and_each_equivalents_reason(tmp_path):
+    from validator.instructor.strength import ChallengeStrength, MutantResult, StrengthReport
+    from validator.reporters.strength import write_html
+
+    hostile = "-    return x\n+    return '<script>alert(1)</script>'\n"
+    ch = ChallengeStrength(id="softmax", fingerprint="f", mutants=3, caught=1, survived=1, equivalent=1,
+                           results=[MutantResult(id="softmax:L3:const:1->2", status="caught", caught_by=["values"]),
+                                    MutantResult(id="softmax:L4:drop_stmt:return", status="survived", diff=hostile,
+                                                 needs=["inputs far from zero"]),
+                                    MutantResult(id="softmax:L5:kwarg", status="equivalent",
+                                                 reason="the library default is the same value")],
+                           catches={"values": 1})
+    path = tmp_path / "strength.html"
+    write_html(StrengthReport(challenges=[ch], seed=0, profile="batch"), path)
+    text = path.read_text(encoding="utf-8")
+    assert "<script" not in text and "&lt;script&gt;" in text
+    assert "SURVIVED softmax:L4:drop_stmt:return" in text and "inputs far from zero" in text
+    assert "the library default is the same value" in text and "1/2 caught (50.0%)" in text
+
+
 # -- the engine features, one broken file per class, caught by the check that names it ----------------
 CLASSES = [
     ("sinusoidal_positional_encoding", "default_base_1000.py", {"function_default_base", "module_defaults"}),

@@ -72,6 +72,8 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     st.add_argument("--challenge", action="append", dest="challenges", metavar="ID",
                     help="only this challenge (repeatable); default: all")
     st.add_argument("--json", dest="json_path", metavar="PATH", help="also write the report as JSON")
+    st.add_argument("--html", dest="html_path", metavar="PATH",
+                    help="also write the report as one self-contained HTML page (survivors' diffs included)")
     st.add_argument("--jobs", type=int, metavar="N", help="mutants graded at once (default: CPU count)")
     st.add_argument("--seed", type=int, default=0, help="seed every mutant is graded with (default: 0)")
     st.add_argument("--profile", default="batch", help="hypothesis effort (default: batch)")

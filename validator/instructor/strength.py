@@ -376,13 +376,14 @@ def unmarked_survivors(challenge, *, reference_file: Path, cache_dir: str | Path
     return [m for m in summary.get("survivors", []) if equivalence_reason(challenge, m) is None]
 
 
-def main(*, challenges: Sequence[str] | None = None, json_path: str | None = None, jobs: int | None = None,
+def main(*, challenges: Sequence[str] | None = None, json_path: str | None = None, html_path: str | None = None,
+         jobs: int | None = None,
          seed: int = 0, profile: str = "batch", all_checks: bool = False, cache_dir: str | None = None,
          use_cache: bool = True, isolate: bool = True, timeout: float = 300.0, stream: TextIO | None = None) -> int:
     """Entry for the CLI: exit 0 when every non-equivalent mutant is caught, 1 when some survive,
     2 for usage or spec errors, 3 when the grader failed (the reference lost points, a mutant errored)."""
     from validator.api import UsageError
-    from validator.reporters.strength import render_text, write_json
+    from validator.reporters.strength import render_text, write_html, write_json
     from validator.spec import SpecError
 
     out = stream or sys.stdout
@@ -399,6 +400,12 @@ def main(*, challenges: Sequence[str] | None = None, json_path: str | None = Non
     out.write(render_text(report))
     if json_path:
         write_json(report, json_path)
+    if html_path:
+        try:
+            write_html(report, html_path)
+        except OSError as exc:
+            print(f"error: could not write the HTML report to {html_path}: {exc.strerror or exc}",
+                  file=sys.stderr if stream is None else stream)
     if any(c.errors for c in report.challenges):
         return EXIT_GRADER
     return EXIT_SURVIVORS if report.survived else EXIT_OK

@@ -1,4 +1,4 @@
-"""Render a `validator strength` report (validator.instructor.strength.StrengthReport): terminal text, JSON."""
+"""Render a `validator strength` report (validator.instructor.strength.StrengthReport): terminal text, JSON, HTML."""
 
 from __future__ import annotations
 
@@ -56,3 +56,58 @@ def render_text(report) -> str:
                     " -- mark a survivor equivalent (strength.equivalent in the spec, with a reason) only if it "
                     "cannot change behaviour; otherwise add the check it needs"))
     return "\n".join(lines) + "\n"
+
+
+# -- HTML ---------------------------------------------------------------------------------------
+def html_sections(report) -> list:
+    """The strength report as sections of a validator HTML page (validator/reporters/html.py)."""
+    from validator.reporters.html import Section, anchor, esc
+
+    rows = []
+    for ch in report.challenges:
+        live = ch.mutants - ch.equivalent - ch.errors
+        rows.append(f"<tr><td><a href=\"#{esc(anchor('strength', ch.id))}\">{esc(ch.id)}</a></td>"
+                    f"<td>{ch.caught}/{live}</td><td>{ch.score:.1%}</td><td>{ch.survived}</td>"
+                    f"<td>{ch.equivalent}</td><td>{ch.errors}</td></tr>")
+    summary = ("<table><tr><th>challenge</th><th>caught</th><th>score</th><th>survived</th><th>equivalent</th>"
+               "<th>not graded</th></tr>" + "".join(rows) + "</table>"
+               + "".join(f"<p class=\"note\">{esc(n)}</p>" for n in report.notes))
+    sections = [Section(f"Grader strength (seed {report.seed}, profile {report.profile})", summary,
+                        anchor("strength"))]
+    for ch in report.challenges:
+        parts = []
+        for r in ch.results:
+            if r.status == "survived":
+                needs = "".join(f"<li>{esc(n)}</li>" for n in r.needs)
+                parts.append(f"<details open><summary>SURVIVED {esc(r.id)}</summary><pre>{esc(r.diff)}</pre>"
+                             + (f"<ul>{needs}</ul>" if needs else "") + "</details>")
+            elif r.status == "error":
+                parts.append(f"<details><summary>NOT GRADED {esc(r.id)}</summary><pre>{esc(r.message)}</pre>"
+                             "</details>")
+        equivalents = [r for r in ch.results if r.status == "equivalent"]
+        if equivalents:
+            items = "".join(f"<li><code>{esc(r.id)}</code>: {esc(r.reason)}</li>" for r in equivalents)
+            parts.append(f"<details><summary>{len(equivalents)} marked equivalent in the spec</summary>"
+                         f"<ul>{items}</ul></details>")
+        if ch.catches:
+            label = "catches" if ch.all_checks else "first catches"
+            caught = ", ".join(f"{esc(k)} {v}" for k, v in sorted(ch.catches.items(), key=lambda kv: -kv[1]))
+            parts.append(f"<p>{label}: {caught}</p>")
+        if ch.all_checks:
+            parts.append(f"<p>dead weight (caught nothing): {esc(', '.join(ch.dead_weight) or 'none')}</p>"
+                         f"<p>blast radius: {esc(', '.join(ch.blast_radius) or 'none')}</p>")
+        parts += [f"<p class=\"note\">warning: {esc(w)}</p>" for w in ch.warnings]
+        live = ch.mutants - ch.equivalent - ch.errors
+        sections.append(Section(f"{ch.id}: {ch.caught}/{live} caught ({ch.score:.1%})",
+                                "\n".join(parts) or "<p>every non-equivalent mutant is caught</p>",
+                                anchor("strength", ch.id)))
+    return sections
+
+
+def write_html(report, path) -> None:
+    """The strength report as one self-contained HTML page."""
+    from validator.reporters.html import page
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page("validator strength", html_sections(report)), encoding="utf-8")

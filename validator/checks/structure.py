@@ -167,6 +167,8 @@ class DtypeParams(Params):
     ``input_dtype`` casts the float inputs of the probe call (bf16 in, bf16 out; or float64 inputs for a
     layer built with ``dtype=torch.float64`` whose output follows its parameters); without ``dtype`` or
     ``default_dtype`` the parameters are then expected in the grader's default dtype.
+    ``tensors: parameters`` checks the parameters only, for a layer whose contract fixes the dtype of
+    some buffers itself (a block whose RoPE tables are float32 whatever ``dtype=`` says).
     """
 
     dtype: Optional[Literal["float16", "bfloat16", "float32", "float64"]] = None
@@ -174,6 +176,7 @@ class DtypeParams(Params):
     input_dtype: Optional[Literal["float16", "bfloat16", "float32", "float64"]] = None
     output_follows: Literal["parameters", "input"] = "parameters"
     forward: bool = True
+    tensors: Literal["all", "parameters"] = "all"
 
     @model_validator(mode="after")
     def _something_to_check(self):
@@ -212,7 +215,8 @@ def dtype(ctx: Context, check: CheckSpec, p: DtypeParams) -> str:
     how = ", ".join(h for h in hows if h)
     result = run_student(ctx, check, call, f"building with {how}" if entry.kind == "module" else f"calling with {how}")
     problems = []
-    tensors = [q for q in _all_tensors(result.get("structure") or {}) if q["dtype"].startswith(("float", "bfloat"))]
+    tensors = [q for q in _all_tensors(result.get("structure") or {}) if q["dtype"].startswith(("float", "bfloat"))
+               and (p.tensors == "all" or q["holder"] == "parameters")]
     if entry.kind == "module" and not tensors and entry.parameters:
         raise CheckFailed(f"with {how}, your layer holds no floating-point tensor at all (no parameter, buffer or "
                           "tensor attribute), so there is nothing whose dtype could be checked")

@@ -15,12 +15,11 @@ import pickle
 import selectors
 import signal
 import struct
-import sys
 from typing import Callable, Sequence
 
 from validator.results import ChallengeResult
 from validator.spec import Challenge
-from validator.worker.client import Worker
+from validator.worker.client import Worker, flush_std_streams
 
 _FRAME = struct.Struct("<IQ")  # challenge index, payload length
 
@@ -100,11 +99,7 @@ def _collect(children, results, emit_ready, own, selected, worker, grade_one) ->
 
 def _fork_grader(selected, share: list[int], worker: Worker, grade_one) -> tuple[int, int]:
     read_fd, write_fd = os.pipe()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
+    flush_std_streams()
     pid = os.fork()
     if pid:
         os.close(write_fd)

@@ -299,6 +299,15 @@ def _warm_before_fork() -> None:
         _WARM = True
 
 
+def flush_std_streams() -> None:
+    """Before a fork: what this process buffered must not be written twice, once by each side."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
 def _fork_worker(req_r: int, resp_w: int, *, close: tuple[int, ...], log_fd: int, cwd: str) -> _ForkedChild:
     """Fork a worker from this process: it serves requests with the torch this process imported.
 
@@ -306,11 +315,7 @@ def _fork_worker(req_r: int, resp_w: int, *, close: tuple[int, ...], log_fd: int
     /dev/null, stdout and stderr to the worker log, no other file descriptor, default
     signal handlers, and leaves with ``os._exit`` so none of this process's exit code runs.
     """
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
+    flush_std_streams()
     pid = os.fork()
     if pid:
         return _ForkedChild(pid)

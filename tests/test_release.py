@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from test_autograder import hostile_run, needs_sandbox
@@ -127,6 +128,23 @@ def test_leak_search_finds_a_planted_solution(released, tmp_path):
     assert ("challenges/scaling.md", "a line of the reference solution") in found
     assert ("student/answer_key.yaml", "instructor-only file") in found
     assert ("validator/paths.py", "the answer key's explanation for scaling.kind") in found
+
+
+def test_a_fixture_is_searched_by_its_strings_not_its_digests_and_sizes(tmp_path):
+    """A 4-digit answer inside a call key or a byte length is chance, not a leak; inside a message it is one."""
+    from validator.reference_side import FixtureFile
+
+    tree = tmp_path / "handout"
+    (tree / "challenges" / "fixtures").mkdir(parents=True)
+    result = {"ok": False, "output": torch.zeros(384), "exception": {"type": "E", "mro": ["E"], "message": "fine"}}
+    fixture = FixtureFile("c", "f", [1], ["quick"], [], {}, {"be42033707de49251536ba42": result})
+    path = tree / "challenges" / "fixtures" / "c.frozen"
+    path.write_bytes(fixture.to_bytes())
+    needles = [("1536", "the answer key's answer for c.q")]
+    assert find_leaks(tree, needles) == []
+    result["exception"]["message"] = "the crossover is at 1536 tokens"
+    path.write_bytes(fixture.to_bytes())
+    assert [leak.what for leak in find_leaks(tree, needles)] == ["the answer key's answer for c.q"]
 
 
 def test_handout_gives_the_same_verdicts_as_the_repository(released):

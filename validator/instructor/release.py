@@ -23,7 +23,7 @@ import yaml
 
 from validator import paths
 from validator.instructor import stubgen
-from validator.reference_side import SUFFIX, versions
+from validator.reference_side import KEY_HEX, SUFFIX, versions
 from validator.spec import SpecError, load_catalogue
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
@@ -90,8 +90,44 @@ def handed_out_text(student_dir: Path, challenges_dir: Path, catalogue: Iterable
     return "\n".join(parts)
 
 
+def _fixture_strings(data: bytes) -> str | None:
+    """The text a fixture holds: every string of its JSON header (keys, exception messages, names).
+
+    Its numbers (shapes, byte lengths, seeds), its call keys (hex digests) and raw tensor bytes are
+    data, not prose: a 4-digit answer turns up among them by chance (in a digest, or as the byte
+    length of 384 float32 values), which is no leak.
+    None where the file is not a fixture this validator can read; it is then scanned whole.
+    """
+    import json
+    import re
+    import struct
+
+    digest = re.compile(rf"^[0-9a-f]{{{KEY_HEX}}}$")
+    try:
+        (size,) = struct.unpack_from("<I", data)
+        header = json.loads(data[4:4 + size])
+    except (struct.error, ValueError):
+        return None
+    found: list[str] = []
+
+    def walk(obj) -> None:
+        if isinstance(obj, str):
+            found.append(obj)
+        elif isinstance(obj, dict):
+            for k, v in obj.items():
+                if not digest.match(str(k)):
+                    found.append(str(k))
+                walk(v)
+        elif isinstance(obj, list):
+            for v in obj:
+                walk(v)
+
+    walk(header)
+    return "\n".join(found)
+
+
 def readable_texts(root: Path) -> Iterable[tuple[Path, str]]:
-    """Every file as text: plain files decoded, fixtures decompressed, other binaries as latin-1."""
+    """Every file as text: plain files decoded, fixtures as the strings they hold, other binaries as latin-1."""
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         data = path.read_bytes()
         if path.suffix == SUFFIX:
@@ -99,6 +135,11 @@ def readable_texts(root: Path) -> Iterable[tuple[Path, str]]:
                 data = lzma.decompress(data)
             except lzma.LZMAError:
                 pass
+            else:
+                text = _fixture_strings(data)
+                if text is not None:
+                    yield path, text
+                    continue
         try:
             yield path, data.decode("utf-8")
         except UnicodeDecodeError:

@@ -55,8 +55,10 @@ def assert_no_leak(tree: Path, reference_file: Path, key: dict, handed_out: str)
     names = [p.relative_to(tree).as_posix() for p in tree.rglob("*")]
     assert not [n for n in names if n.startswith("reference") or "answer_key" in n], names
     given = " ".join(handed_out.split())
+    # A line that only opens a call (``self.weight = nn.Parameter(``) says nothing of the solution; the
+    # lines that follow it are searched on their own.
     secret_lines = [line for line in stubgen.solution_lines(reference_file.read_text())
-                    if len(line) >= 24 and " ".join(line.split()) not in given]
+                    if len(line) >= 24 and " ".join(line.split()) not in given and not line.endswith(("(", "[", "{"))]
     assert len(secret_lines) >= 3
     explanations = [" ".join(e["explanation"].split()) for qs in key.values() for e in qs.values()
                     if isinstance(e, dict) and e.get("explanation")]

@@ -124,6 +124,31 @@ def test_malformed_mapping_names_file_and_key(tmp_path, line, said):
     assert said in message and "pyproject.toml" in message and "tool.validator.map" in message
 
 
+def test_lenient_load_sets_a_bad_line_aside_for_its_own_entry_only(tmp_path):
+    """Batch grading loads leniently: a typo in one line costs that entry's challenge, not the submission."""
+    root = copy_package(tmp_path)
+    text = (root / "pyproject.toml").read_text()
+    bad = text.replace('"cs336_basics.model:MyEmbedding"', '"cs336_basics.modle:MyEmbedding"', 1)
+    assert bad != text
+    bad = bad.replace("\n[tool.validator.map]\n", '\n[tool.validator.map]\n"nosuch.Thing" = "cs336_basics.model:X"\n', 1)
+    (root / "pyproject.toml").write_text(bad)
+    with pytest.raises(MapError):
+        load_package(root, catalogue())
+    package = load_package(root, catalogue(), strict=False)
+    assert "no module cs336_basics.modle" in package.unmapped["token_embedding"]["Embedding"]
+    assert package.target("token_embedding", "Embedding") is None  # never a silent fall-back to another class
+    assert package.target("embedding_functional", "embedding").label == "cs336_basics.nn_utils:lookup_rows"
+    assert [n for n in package.notes if "unknown challenge 'nosuch'" in n and "set aside" in n]
+    report = grade(root, challenges=["token_embedding", "embedding_functional"], seed=1, profile="quick",
+                   catalogue=catalogue(), package=package, checks=["signature"])
+    broken, fine = report.challenges
+    assert "no module cs336_basics.modle" in broken.problem and broken.checks[0].status != "passed"
+    assert fine.problem is None and fine.checks[0].status == "passed"
+    (root / "pyproject.toml").write_text("[tool.validator.map\n")
+    with pytest.raises(MapError, match="invalid TOML"):  # nothing to grade around
+        load_package(root, catalogue(), strict=False)
+
+
 def test_invalid_toml_unknown_keys_and_parameter_tables(tmp_path):
     root = copy_package(tmp_path)
     (root / "pyproject.toml").write_text("[tool.validator.map\n")
@@ -321,7 +346,7 @@ def test_batch_grades_a_package_submission_in_the_sandbox(tmp_path):
     checks = lambda r: {c["id"]: c["status"] for c in r["challenges"][0]["checks"] if c["kind"] != "question"}  # noqa: E731
     assert checks(alice) == checks(bob) and set(checks(alice).values()) == {"passed"}
     assert alice["challenges"][0]["implementations"]["Embedding"].startswith("cs336_basics.model:MyEmbedding")
-    assert carol["challenges"][0]["score"] == 0 and any("no module cs336_basics.x" in n for n in carol["notes"])
+    assert carol["challenges"][0]["score"] == 0 and "no module cs336_basics.x" in carol["challenges"][0]["problem"]
 
 
 def test_a_module_that_fails_to_import_costs_only_its_entries(tmp_path):

@@ -82,6 +82,7 @@ class StudentPackage:
     targets: dict[str, dict[str, Target]] = field(default_factory=dict)  # challenge -> entry -> target
     parameters: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)  # ch -> entry -> {contract: theirs}
     unmapped: dict[str, dict[str, str]] = field(default_factory=dict)  # challenge -> entry -> why
+    notes: list[str] = field(default_factory=list)  # problems set aside by a lenient load (see load_package)
     files: dict[str, Path] = field(default_factory=dict)  # relative posix path -> file
     data: dict[str, bytes] = field(default_factory=dict)  # relative posix path -> the bytes read
 
@@ -245,10 +246,14 @@ def top_level_names(source: bytes) -> set[str] | None:
 
 
 def load_package(root: str | os.PathLike, catalogue: dict, *, map_path: str | os.PathLike | None = None,
-                 map_arg: str | None = None) -> StudentPackage:
+                 map_arg: str | None = None, strict: bool = True) -> StudentPackage:
     """Read and check a package root and its mapping against ``catalogue``; :class:`MapError` lists every problem.
 
     The mapping comes from ``map_path`` when given, else from ``ROOT/pyproject.toml``.
+    ``strict=False`` (batch grading) raises only for what leaves nothing to grade (no folder, no
+    mapping, invalid TOML, a file over the intake's bounds): a bad ``map`` line makes its own entry
+    unmapped, with the problem as the reason its challenge's checks give, and every other problem
+    becomes a note, so one typo costs one challenge rather than the whole submission.
     """
     root = Path(root)
     explicit = map_path is not None
@@ -282,7 +287,10 @@ def load_package(root: str | os.PathLike, catalogue: dict, *, map_path: str | os
         cid, name = found
         target = _target(pkg, value, where, f'{prefix}map."{key}"', key)
         if isinstance(target, str):
-            problems.append(target)
+            if strict:
+                problems.append(target)
+            else:
+                pkg.unmapped.setdefault(cid, {})[name] = target
             continue
         pkg.targets.setdefault(cid, {})[name] = target
     default = section.get("default")
@@ -297,8 +305,9 @@ def load_package(root: str | os.PathLike, catalogue: dict, *, map_path: str | os
                             f"under {root})")
             default = None
     problems += _parameters(pkg, section.get("parameters", {}), catalogue, where, prefix)
-    if problems:
+    if problems and (strict or read_problems):  # a file over the intake's bounds is never graded around
         raise MapError(problems)
+    pkg.notes.extend(f"{p} (set aside: the rest of the mapping is graded)" for p in problems)
     _fill_defaults(pkg, catalogue, default, where)
     return pkg
 
@@ -367,8 +376,8 @@ def _fill_defaults(pkg: StudentPackage, catalogue: dict, default: str | None, wh
     fallback = default or ("layers" if "layers.py" in pkg.data else None)
     for cid, ch in catalogue.items():
         for name in ch.entries:
-            if pkg.target(cid, name) is not None:
-                continue
+            if pkg.target(cid, name) is not None or name in pkg.unmapped.get(cid, {}):
+                continue  # mapped, or mapped badly: a bad line never falls back to a same-named class elsewhere
             if fallback is not None:
                 rel = pkg.module_file(fallback)
                 names = top_level_names(pkg.data[rel]) if rel else None

@@ -99,7 +99,7 @@ class Slot:
         finally:
             worker.close()
         report.student = name
-        report.notes = notes + list(report.notes)
+        report.notes = notes + (list(package.notes) if package is not None else []) + list(report.notes)
         return scrub(report.to_dict())
 
     def _package(self, sub) -> tuple[Any, dict[str, str], list[str]]:
@@ -107,7 +107,7 @@ class Slot:
         from validator.package import MapError, load_package
 
         try:
-            package = load_package(sub.folder, self.catalogue)
+            package = load_package(sub.folder, self.catalogue, strict=False)
         except MapError as exc:
             return None, {}, list(exc.problems)
         return package, package.sandbox_files(), []

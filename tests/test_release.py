@@ -320,3 +320,26 @@ def test_catalogue_handout_gives_the_repository_verdict(catalogue_handout, chall
               if k not in deferred and live_verdict[k] != frozen_verdict[k]}
     assert not differ, (differ, {f"{how} {c.id}": c.message[:400] for how, result in (("live", live), ("frozen", frozen))
                                  for c in result.checks if c.id in differ})
+
+
+@pytest.mark.slow
+def test_package_in_place_in_the_handout_gets_the_repository_verdict(catalogue_handout):
+    """A CS336-style package graded through its mapping in a handout (frozen reference) gets the
+    repository's verdict on every mapped challenge (time ratios, deferred there, aside)."""
+    from test_package_mapping import FIXTURE, MAPPED
+    from validator.package import load_package
+
+    catalogue = load_catalogue(ROOT / "challenges")
+    handed = load_catalogue(catalogue_handout / "challenges")
+    seed = RECORD_SEEDS[0]
+    live = grade(FIXTURE, challenges=MAPPED, seed=seed, profile="quick", catalogue=catalogue,
+                 package=load_package(FIXTURE, catalogue), reference_mode="live")
+    frozen = grade(FIXTURE, challenges=MAPPED, seed=seed, profile="quick", catalogue=handed,
+                   challenges_dir=catalogue_handout / "challenges", reference_dir=catalogue_handout / "reference",
+                   package=load_package(FIXTURE, handed))
+    assert [c.id for c in frozen.challenges] == MAPPED
+    timed = {(ch, c.id) for ch in MAPPED for c in catalogue[ch].checks if c.test == "time_ratio"}
+    verdicts = [{(ch.id, c.id): (c.status, c.score) for ch in report.challenges for c in ch.checks
+                 if c.kind != "question" and (ch.id, c.id) not in timed} for report in (live, frozen)]
+    assert verdicts[0] == verdicts[1]
+    assert {status for status, _ in verdicts[1].values()} == {"passed"}

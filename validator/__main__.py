@@ -1,5 +1,5 @@
 import sys
 
-from validator.cli import main
+from validator.cli import run
 
-sys.exit(main())
+sys.exit(run())

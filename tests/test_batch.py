@@ -200,6 +200,9 @@ def test_outputs_per_submission(graded):
         jsonschema.validate(json.loads((out / "gradescope" / name / "results.json").read_text()), GRADESCOPE_SCHEMA)
         root = ET.parse(out / "junit" / f"{name}.xml").getroot()
         assert root.tag == "testsuites" and root.find("testsuite").get("name") == CHALLENGE
+        page = (out / "html" / f"{name}.html").read_text()
+        assert page.startswith("<!DOCTYPE html>") and f"validator report: {name}" in page and "<script" not in page
+        assert all(c["id"] in page for ch in report["challenges"] for c in ch["checks"])
     erin = json.loads((out / "erin.json").read_text())
     assert "no layers.py" in erin["notes"][0]
     assert all(c["status"] == "error" for c in erin["challenges"][0]["checks"] if c["kind"] != "question")
@@ -229,6 +232,9 @@ def test_shards_merge_to_the_same_grades_deterministically(graded):
         shard = json.loads((base / "merged" / f"{name}.json").read_text())
         assert _verdicts(whole) == _verdicts(shard)
         assert (base / "merged" / "junit" / f"{name}.xml").is_file()
+        # the shard's own page, carried over (timings differ from the whole run's, verdicts do not)
+        assert (base / "merged" / "html" / f"{name}.html").read_text() == \
+            (base / "sharded" / "html" / f"{name}.html").read_text()
     manifests = sorted(p.name for p in (base / "sharded" / "shards").iterdir())
     assert manifests == ["shard-1-of-2.json", "shard-2-of-2.json"]
 

@@ -170,6 +170,19 @@ def test_reports_are_valid_for_every_format(batch):
     for name in ATTACKS:
         ET.parse(batch["out"] / "junit" / f"{name}.xml")
         json.loads((batch["out"] / "gradescope" / name / "results.json").read_text())
+        tags = _start_tags((batch["out"] / "html" / f"{name}.html").read_text())
+        assert "script" not in tags and "iframe" not in tags and tags.count("html") == 1, name
+
+
+def _start_tags(page: str) -> list[str]:
+    """Every element a browser would open in ``page``: what a hostile message would have to smuggle in."""
+    from html.parser import HTMLParser
+
+    seen: list[str] = []
+    parser = HTMLParser()
+    parser.handle_starttag = lambda tag, attrs: seen.append(tag)
+    parser.feed(page)
+    return seen
 
 
 def test_no_process_left_behind(batch):

@@ -1,7 +1,8 @@
 """`validator grade`: grade a folder of submissions, each in its own sandboxed worker.
 
 Writes, per submission ``NAME``: ``OUT/NAME.json`` (the ``submit-build --json``
-report), ``OUT/gradescope/NAME/results.json`` and ``OUT/junit/NAME.xml``; for
+report), ``OUT/gradescope/NAME/results.json``, ``OUT/junit/NAME.xml`` and
+``OUT/html/NAME.html`` (the ``submit-build --html`` page, for staff to read); for
 the run: ``OUT/grades.csv`` (``grades-I-of-N.csv`` for a shard) and the
 manifest ``OUT/shards/shard-I-of-N.json`` that ``validator merge`` reads.
 
@@ -37,6 +38,7 @@ from validator.batch.reports import failed_report, report_from_dict
 from validator.batch.submissions import discover, parse_shard
 from validator.reporters.csv_report import write_csv
 from validator.reporters.gradescope import write_gradescope
+from validator.reporters.html import write_html
 from validator.reporters.json_report import write_json
 from validator.reporters.junit import write_junit
 from validator.results import Report
@@ -142,6 +144,7 @@ def write_outputs(out: Path, name: str, report: Report) -> None:
     write_json(report, out / f"{name}.json")
     write_gradescope(report, out / "gradescope" / name / "results.json")
     write_junit(report, out / "junit" / f"{name}.xml", name=name)
+    write_html(report, out / "html" / f"{name}.html", title=f"validator report: {name}")
 
 
 def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequence[str] | None = None,

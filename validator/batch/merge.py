@@ -61,7 +61,7 @@ def merge(*, shard_dirs: Sequence[str | Path], out: str | Path, allow_missing: b
                 raise UsageError(f"shard {index} lists {name!r} but {report_path} is missing")
             rows.append((name, report_from_dict(json.loads(report_path.read_text(encoding="utf-8")))))
             if folder.resolve() != out.resolve():
-                for rel in (f"{name}.json", f"gradescope/{name}/results.json", f"junit/{name}.xml"):
+                for rel in (f"{name}.json", f"gradescope/{name}/results.json", f"junit/{name}.xml", f"html/{name}.html"):
                     if (folder / rel).is_file():
                         (out / rel).parent.mkdir(parents=True, exist_ok=True)
                         shutil.copyfile(folder / rel, out / rel)

@@ -75,20 +75,17 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
     passed in must have been made for it (:meth:`StudentPackage.worker_request`).
     ``fail_fast`` stops each challenge at its first check that loses points (see ``grade_challenge``).
     """
-    import shutil
     import time
+    from contextlib import ExitStack
 
     started = time.perf_counter()
     check_device(device)
     student_file = Path(student_file)
-    own_worker = worker is None
-    staged = None
-    if own_worker and package is not None:
-        staged = package.stage()  # the worker imports the bytes that were read and scanned, never the live folder
-        worker = Worker(student_file, package=package.worker_request(staged))
-    worker = worker or Worker(student_file)
-    worker.start()
-    try:
+    with ExitStack() as own:  # a worker made here is closed here
+        if worker is None:
+            worker = own.enter_context(package.staged_worker(student_file) if package is not None
+                                       else Worker(student_file))
+        worker.start()
         catalogue = catalogue or load_catalogue(challenges_dir or paths.challenges_dir())
         selected = select_challenges(catalogue, challenges)
         ref_dir = Path(reference_dir) if reference_dir else paths.reference_dir()
@@ -124,11 +121,6 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
             torch.set_num_threads(threads)
         return Report(challenges=results, seed=seed, student=str(student_file), profile=profile,
                       duration_s=time.perf_counter() - started, notes=notes)
-    finally:
-        if own_worker:
-            worker.close()
-        if staged is not None:
-            shutil.rmtree(staged, ignore_errors=True)
 
 
 def _frozen_reference(challenges_dir: Path, selected: Sequence[Challenge], seed: int, profile: str,

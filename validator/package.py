@@ -32,10 +32,12 @@ from __future__ import annotations
 import ast
 import os
 import re
+import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from validator.intake import MAX_SOURCE_BYTES, IntakeError, read_submission_file
 
@@ -118,6 +120,19 @@ class StudentPackage:
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(data)
         return folder
+
+    @contextmanager
+    def staged_worker(self, root: str | os.PathLike) -> Iterator[Any]:
+        """A (not yet started) worker for this package that imports a staged copy of the bytes read and
+        scanned, never the live folder; the worker and the copy are gone on exit."""
+        from validator.worker.client import Worker
+
+        staged = self.stage()
+        try:
+            with Worker(root, package=self.worker_request(staged)) as worker:
+                yield worker
+        finally:
+            shutil.rmtree(staged, ignore_errors=True)
 
     def module_file(self, module: str) -> str | None:
         """The relative file that holds ``module`` (a .py file or a package's __init__.py)."""

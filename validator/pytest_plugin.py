@@ -65,12 +65,11 @@ class _Run:
     def challenges_selected(self):
         from validator import paths
         from validator.api import select_challenges
+        from validator.package import MapError, is_package_root, load_package
         from validator.spec import load_catalogue
 
         catalogue = load_catalogue(paths.challenges_dir())
-        if self.package is None and self.student_arg and _package_root(Path(self.student_arg)):
-            from validator.package import MapError, load_package
-
+        if self.package is None and self.student_arg and is_package_root(Path(self.student_arg)):
             try:
                 self.package = load_package(Path(self.student_arg), catalogue)
             except MapError as exc:
@@ -97,12 +96,6 @@ class _Run:
             if check.id == check_id:
                 return result, check
         return result, None
-
-
-def _package_root(path: Path) -> bool:
-    from validator.package import is_package_root
-
-    return is_package_root(path)
 
 
 def _seed(config: pytest.Config) -> int:

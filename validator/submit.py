@@ -143,8 +143,6 @@ def _package_root(student: str | None, map_path: str | None) -> Path | None:
 def _submit_package(root: Path, *, started: float, console, challenges, student, answers, json_path, seed, checks,
                     profile, interactive, timeout, challenges_dir, reference_dir, device, map_path, jobs, html_path):
     """submit-build for a student's own package: read and check the mapping, stage the files, grade."""
-    import shutil
-
     from validator.package import MapError, load_package
 
     if answers and not Path(answers).is_file():
@@ -160,19 +158,13 @@ def _submit_package(root: Path, *, started: float, console, challenges, student,
         raise UsageError(f"{package.map_name} maps no entry of any challenge: add lines like "
                          '"token_embedding.Embedding" = "your_package.module:YourClass" under [tool.validator.map]')
     selected = select_challenges(catalogue, wanted)
-    staged = package.stage()  # the bytes read and checked are the bytes imported, never the live folder's
-    worker = Worker(root, package=package.worker_request(staged))
-    worker.start()
-    try:
+    with package.staged_worker(root) as worker:
+        worker.start()
         return _grade_and_report(worker, root, catalogue, selected, started=started, console=console,
                                  challenges=challenges, student=student, answers=answers, json_path=json_path,
                                  seed=seed, checks=checks, profile=profile, interactive=interactive, timeout=timeout,
                                  challenges_dir=challenges_dir, reference_dir=reference_dir, device=device,
                                  package=package, jobs=jobs, html_path=html_path)
-    finally:
-        worker.close()
-        if staged is not None:
-            shutil.rmtree(staged, ignore_errors=True)
 
 
 def _grade_and_report(worker: Worker, student_file: Path, catalogue, selected, *, started, console, challenges,

@@ -17,7 +17,7 @@ import torch
 from pydantic import model_validator
 
 from validator.cases import case_strategy
-from validator.checks import Params, for_all, register
+from validator.checks import for_all, register
 from validator.checks.behaviour import CaseParams, for_cases, stand_in_extra, strategy
 from validator.checks.common import CheckFailed, entry_of, run_student
 from validator.compare import mismatch, tolerance_for

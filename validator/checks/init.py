@@ -8,7 +8,7 @@ from typing import Any, Literal, Optional, Union
 import torch
 
 from validator.checks import Params, register
-from validator.checks.common import CheckFailed, entry_of, probe_case, probe_dims, run_student
+from validator.checks.common import CheckFailed, entry_of, probe_dims, run_student
 from validator.cases import fixed_case
 from validator.context import Context
 from validator.spec.schema import CheckSpec, resolve
@@ -109,7 +109,7 @@ def _finite(t: torch.Tensor, what: str) -> None:
 
 
 def _what(p: InitParams) -> str:
-    return f"the rows your layer returns for every ID" if p.sample == "output" else f"`{p.parameter}`"
+    return "the rows your layer returns for every ID" if p.sample == "output" else f"`{p.parameter}`"
 
 
 @register("init_distribution", InitParams, uses_reference=False)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Optional, Union
+from typing import Union
 
 import torch
 from pydantic import BaseModel, ConfigDict, field_validator

@@ -36,7 +36,7 @@ def render_text(report) -> str:
                 lines.append(f"  NOT GRADED {r.id}: {r.message.strip().splitlines()[-1] if r.message.strip() else ''}")
         equivalents = [r for r in ch.results if r.status == "equivalent"]
         if equivalents:
-            lines.append(f"  equivalent (marked in the spec): " + ", ".join(r.id for r in equivalents))
+            lines.append("  equivalent (marked in the spec): " + ", ".join(r.id for r in equivalents))
         if ch.catches:
             label = "catches" if ch.all_checks else "first catches"
             lines.append(f"  {label}: " + ", ".join(f"{k} {v}" for k, v in

@@ -215,6 +215,13 @@ def test_keywords_go_by_position_where_the_names_differ():
 
     assert bind_by_position(NoDefault, [5, 3], {"dtype": 1}, order) == ([5, 3], {"dtype": 1})  # TypeError tells
 
+    class SameDevice:  # device keeps the contract's name, dtype is renamed: device fills its own place
+        def __init__(self, vocab, dim, device=None, dt=None):
+            pass
+
+    assert bind_by_position(SameDevice, [5, 3], {"device": "meta", "dtype": torch.float64}, order) == \
+        ([5, 3, "meta", torch.float64], {})
+
 
 def test_parameter_ties_are_settled_by_the_mapping_or_explained():
     found = [{"name": n, "shape": [4, 4]} for n in ("wq.weight", "wk.weight", "wv.weight", "wo.weight")]

@@ -230,3 +230,15 @@ def test_new_kind_catches_its_mutant_and_passes_the_reference(challenge, check, 
     status, message = _status(IMPLEMENTATIONS / challenge / "broken" / f"{mutant}.py", challenge, check)
     assert status in ("failed", "error") and words in message, message
     assert _status(REFERENCE, challenge, check)[0] == "passed"
+
+
+def test_causal_check_names_a_0d_output_rather_than_two_equal_shapes(tmp_path):
+    """An output summed to a scalar has no sequence axis: the message says so, not "shape () and ()"."""
+    source = (IMPLEMENTATIONS / "attention" / "correct" / "logsumexp.py").read_text()
+    path = tmp_path / "layers.py"
+    path.write_text(source + "\n\n_attention = scaled_dot_product_attention\n\n\n"
+                    "def scaled_dot_product_attention(Q, K, V, mask=None):\n"
+                    "    return _attention(Q, K, V, mask).sum()\n")
+    status, message = _status(path, "attention", "causal")
+    assert status == "failed" and "the output is a 0-d tensor; expected a tensor with a sequence axis" in message, \
+        message

@@ -410,6 +410,8 @@ def bind_by_position(target: Any, args: list, kwargs: dict, order: list[str]) ->
     for index in range(len(args), max(by_position, default=-1) + 1):
         if index in by_position:
             args.append(by_position.pop(index))
+        elif positional[index].name in keep:  # passed by its own name: it takes its place in the row
+            args.append(keep.pop(positional[index].name))
         elif positional[index].default is not kinds.empty:
             args.append(positional[index].default)
         else:

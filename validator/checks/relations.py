@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from validator.cases import Case
 from validator.checks import register
-from validator.checks.behaviour import ValuesParams, _by_rounding, _state, _shown_build, for_cases, strategy
+from validator.checks.behaviour import ValuesParams, _by_rounding, _shown_build, _state, for_cases, stand_in_extra
 from validator.checks.common import CheckFailed, entry_of, run_student
 from validator.compare import mismatch, rounding_mismatch, tolerance_for
 from validator.context import Context
@@ -53,7 +53,7 @@ def _run(ctx: Context, check: CheckSpec, p: ValuesParams, case: Case, *, referen
     call = ctx.build_call(name, case, want=["output"], state=_state(ctx, name, case, dtype), train=p.train,
                           input_dtype=dtype if p.dtype else None,
                           init_kwargs={"dtype": dtype} if p.dtype and ctx.challenge.entries[name].kind == "module"
-                          else None)
+                          else None, **stand_in_extra(p))
     return ctx.reference_call(call) if reference else run_student(ctx, check, call)
 
 

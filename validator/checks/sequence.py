@@ -124,7 +124,12 @@ def causal(ctx: Context, check: CheckSpec, p: CausalParams) -> str:
         state = _state(ctx, name, case, getattr(torch, p.dtype) if p.dtype else torch.get_default_dtype())
         other = _perturbed(ctx, case, p, cut, case.seed ^ 0xC0FFEE)
         base, changed = _outputs(ctx, check, [_call(ctx, check, p, case, state), _call(ctx, check, p, other, state)])
-        if not isinstance(base, torch.Tensor) or base.dim() == 0 or base.shape != changed.shape:
+        for out in (base, changed):
+            if not isinstance(out, torch.Tensor) or out.dim() == 0:
+                what = "a 0-d tensor" if isinstance(out, torch.Tensor) else f"a {type(out).__name__}"
+                raise CheckFailed(f"the output is {what}; expected a tensor with a sequence axis "
+                                  f"(axis {p.output_axis})")
+        if base.shape != changed.shape:
             raise CheckFailed(f"the output has shape {tuple(base.shape)} for one input and {tuple(changed.shape)} "
                               "for the same input with other values after the cut")
         axis = p.output_axis % base.dim()

@@ -237,6 +237,15 @@ def test_parameter_ties_are_settled_by_the_mapping_or_explained():
     assert "registers no parameter 'query.weight'" in why
 
 
+def test_a_tie_the_stems_settle_is_not_reported_as_a_tie():
+    """Plain `w1`/`w3` Parameters are matched by stem; a wrong-shaped `w2` is what the message must name."""
+    found = [{"name": "w1", "shape": [8, 4]}, {"name": "w3", "shape": [8, 4]}, {"name": "w2", "shape": [8, 4]}]
+    expected = {"w1.weight": (8, 4), "w2.weight": (4, 8), "w3.weight": (8, 4)}
+    assert match_parameters(expected, found)[0] is None
+    why = unmatched_parameters(expected, found, None, lambda name, options: "rename")
+    assert "registers no parameter of shape (4, 8) for the contract's 'w2.weight'" in why, why
+
+
 # -- the source scan follows the package's own imports -----------------------------------------------
 def test_scan_package_follows_relative_imports_and_parent_inits(tmp_path):
     root = copy_package(tmp_path)

@@ -63,7 +63,12 @@ def entry_of(ctx: Context, check: CheckSpec) -> tuple[str, Entry]:
 
 def run_student(ctx: Context, check: CheckSpec, call: dict, doing: str = "running your code") -> dict:
     """Student result; an exception in student code becomes CheckErrored with its location."""
-    result = ctx.student(call, check.timeout, doing)
+    return raise_if_failed(ctx, call, ctx.student(call, check.timeout, doing))
+
+
+def raise_if_failed(ctx: Context, call: dict, result: dict) -> dict:
+    """``result`` of ``call`` if it succeeded; else the student's exception (CheckErrored, with its
+    location) or the grader's (GraderFailure), raised without running anything again."""
     if not result.get("ok"):
         if is_grader_failure(result):
             raise GraderFailure(format_exception(result, call["entry"]) + _load_advice(ctx, call))
@@ -104,11 +109,7 @@ def match_parameters(expected: dict[str, tuple[int, ...]], found: list[dict],
     for name, shape in expected.items():
         if name in mapping:
             continue
-        candidates = [p["name"] for p in found if tuple(p["shape"]) == shape and p["name"] not in taken]
-        if len(candidates) > 1:
-            # same-shape weights (SwiGLU's w1 and w3): a plain `w1` Parameter is the expected `w1.weight`
-            stem = name.removesuffix(".weight")
-            candidates = [c for c in candidates if c.removesuffix(".weight") == stem] or candidates
+        candidates = _same_shape(name, shape, found, taken)
         if len(candidates) == 1:
             mapping[name] = candidates[0]
             taken.add(candidates[0])
@@ -142,6 +143,16 @@ def unmatched_parameters(expected: dict[str, tuple[int, ...]], found: list[dict]
     return "your layer's parameters could not be matched to the contract's"
 
 
+def _same_shape(name: str, shape: tuple[int, ...], found: list[dict], taken: set[str]) -> list[str]:
+    """The student's unclaimed parameters that could be the contract's ``name``: those of its shape,
+    narrowed by stem where several are (SwiGLU's w1 and w3: a plain `w1` Parameter is the expected `w1.weight`)."""
+    candidates = [p["name"] for p in found if tuple(p["shape"]) == shape and p["name"] not in taken]
+    if len(candidates) > 1:
+        stem = name.removesuffix(".weight")
+        candidates = [c for c in candidates if c.removesuffix(".weight") == stem] or candidates
+    return candidates
+
+
 def tied_parameters(expected: dict[str, tuple[int, ...]], found: list[dict],
                     explicit: dict[str, str] | None = None) -> tuple[str, list[str]] | None:
     """The first contract parameter that several unclaimed parameters of the student's could be, and those."""
@@ -151,7 +162,7 @@ def tied_parameters(expected: dict[str, tuple[int, ...]], found: list[dict],
     for name, shape in expected.items():
         if (explicit or {}).get(name) in by_name or (name in by_name and tuple(by_name[name]["shape"]) == shape):
             continue
-        candidates = [p["name"] for p in found if tuple(p["shape"]) == shape and p["name"] not in taken]
+        candidates = _same_shape(name, shape, found, taken)
         if len(candidates) > 1:
             return name, candidates
         taken.update(candidates)

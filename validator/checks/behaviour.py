@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 
 from validator.cases import case_strategy
 from validator.checks import for_all, register
-from validator.checks.common import CheckFailed, OverrideParams, entry_of, run_student
+from validator.checks.common import CheckFailed, OverrideParams, entry_of, raise_if_failed, run_student
 from validator.compare import mismatch, rounding_mismatch, tolerance_for
 from validator.context import CheckErrored, Context, is_grader_failure
 from validator.spec.schema import CheckSpec, ToleranceSpec
@@ -260,7 +260,7 @@ def raises(ctx: Context, check: CheckSpec, p: RaisesParams) -> str:
                                f"{_message_problem(ref['exception'].get('message', ''), p)} (a spec bug)")
         got = ctx.student(call, check.timeout)
         if is_grader_failure(got):
-            run_student(ctx, check, call)  # raises GraderFailure with the reason: not the student's exception
+            raise_if_failed(ctx, call, got)  # GraderFailure with the reason: not the student's exception
         if got.get("ok"):
             out = got.get("output")
             shown = f"a tensor of shape {tuple(out.shape)}" if out is not None else "normally"

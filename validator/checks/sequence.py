@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from validator.cases import Case, case_strategy
 from validator.checks import for_all, register
 from validator.checks.behaviour import CaseParams, _state, in_dtype, stand_in_extra
-from validator.checks.common import CheckFailed, entry_of, run_student
+from validator.checks.common import CheckFailed, entry_of, raise_if_failed
 from validator.compare import mismatch, tolerance_for
 from validator.context import Context
 from validator.spec.schema import CheckSpec, ToleranceSpec
@@ -54,13 +54,8 @@ def _tolerance(ctx: Context, ref: torch.Tensor, spec) -> tuple[float, float]:
 
 
 def _outputs(ctx: Context, check: CheckSpec, calls: list[dict]) -> list[torch.Tensor]:
-    results = ctx.student_many(calls, check.timeout)
-    outs = []
-    for call, result in zip(calls, results):
-        if not result.get("ok"):
-            run_student(ctx, check, call)  # raises the student's exception (or the grader's) with its location
-        outs.append(result["output"])
-    return outs
+    return [raise_if_failed(ctx, call, result)["output"]
+            for call, result in zip(calls, ctx.student_many(calls, check.timeout))]
 
 
 # -- causal --------------------------------------------------------------------------------------

@@ -78,12 +78,12 @@ def _probe(ctx: Context) -> str | None:
             continue
         expected = ctx.expected_parameters(entry, probe_dims(ctx))
         found = result["structure"]["parameters"]
-        mapping, _ = match_parameters(expected, found, ctx.explicit_parameters(name))
+        explicit = ctx.explicit_parameters(name)
+        mapping, _ = match_parameters(expected, found, explicit)
         ctx.param_maps[name] = mapping
         if mapping is None:
-            ctx.param_problems[name] = unmatched_parameters(expected, found, ctx.explicit_parameters(name),
-                                                            naming_advice(ctx, name))
-            if ctx.target(name) is not None and tied_parameters(expected, found, ctx.explicit_parameters(name)):
+            ctx.param_problems[name] = unmatched_parameters(expected, found, explicit, naming_advice(ctx, name))
+            if ctx.target(name) is not None and tied_parameters(expected, found, explicit):
                 # in a package, loading test weights by the contract's names would silently skip them; the
                 # mapping's parameters table is the remedy (layers.py keeps its behaviour: rename them)
                 ctx.ambiguous.add(name)

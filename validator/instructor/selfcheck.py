@@ -76,10 +76,11 @@ def record(challenge: Challenge, *, catalogue: dict[str, Challenge], reference_f
                 if lost:
                     problems.append(f"the reference with the key lost points (seed {seed}, profile {profile}): "
                                     + "; ".join(lost))
+    live_only = live_only_tests()
     fixture = FixtureFile(challenge=challenge.id,
                           fingerprint=fingerprint(challenge, reference_file=reference_file),
                           seeds=list(seeds), profiles=list(profiles),
-                          deferred=[c.id for c in challenge.checks if c.test in live_only_tests()],
+                          deferred=[c.id for c in challenge.checks if c.test in live_only],
                           versions=versions(), results=recorder.slimmed())
     return fixture, problems
 

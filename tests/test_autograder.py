@@ -372,7 +372,8 @@ def test_the_sandbox_shows_a_runtime_under_tmp(tmp_path, monkeypatch):
     hidden.mkdir()
     (hidden / "key").write_text("k")
     monkeypatch.setattr(sandbox, "runtime_dirs", lambda: [str(runtime), str(tmp_path / "secret")])
-    box = sandbox.plan(sandbox.Limits(), hide=[str(hidden)], files={}, uid=sandbox.FIRST_UID + 3999)
+    lease = sandbox.UidLease()  # a uid no concurrent test or grader holds
+    box = sandbox.plan(sandbox.Limits(), hide=[str(hidden)], files={}, uid=lease.uid)
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - child
@@ -385,4 +386,5 @@ def test_the_sandbox_shows_a_runtime_under_tmp(tmp_path, monkeypatch):
     os.close(w)
     data = os.read(r, 1000)
     os.waitpid(pid, 0)
-    assert json.loads(data) == [True, False, sandbox.FIRST_UID + 3999]
+    lease.release()
+    assert json.loads(data) == [True, False, lease.uid]

@@ -7,6 +7,7 @@ cheap while shapes and dims still shrink.
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import re
@@ -67,10 +68,23 @@ def literal_or_dim(value: Any, dims: dict[str, Any]) -> Any:
     return value
 
 
+def _sampled(choices: tuple) -> st.SearchStrategy:
+    """One strategy per distinct choice list (see :func:`_shapes`), unhashable choices aside."""
+    try:
+        return _sampled_cached(choices)
+    except TypeError:
+        return st.sampled_from(choices)
+
+
+@functools.lru_cache(maxsize=256)
+def _sampled_cached(choices: tuple) -> st.SearchStrategy:
+    return st.sampled_from(choices)
+
+
 def _pick(spec: InputSpec, draw=None) -> Any:
     """A value input's value: an explicit ``value`` wins; else a drawn (or the first) choice."""
     if spec.choices and "value" not in spec.model_fields_set:
-        return draw(st.sampled_from(spec.choices)) if draw is not None else spec.choices[0]
+        return draw(_sampled(tuple(spec.choices))) if draw is not None else spec.choices[0]
     return spec.value
 
 
@@ -153,14 +167,21 @@ def _shape_strategy(spec: InputSpec, dims: dict[str, int]) -> st.SearchStrategy:
     0-d and zero-size inputs are edge cases with checks of their own (an input
     override with an explicit ``shape``), which take this path's ``None not in fixed`` branch.
     """
-    fixed = [None if d == "..." else int(resolve(d, dims)) for d in spec.shape]
+    return _shapes(tuple(None if d == "..." else int(resolve(d, dims)) for d in spec.shape),
+                   spec.max_side, spec.max_leading_dims)
+
+
+@functools.lru_cache(maxsize=1024)
+def _shapes(fixed: tuple[int | None, ...], max_side: int, max_leading_dims: int) -> st.SearchStrategy:
+    """The strategy behind :func:`_shape_strategy`, made once per distinct shape: hypothesis
+    validates every strategy object the first time it draws from it, which costs more than a draw."""
     if None not in fixed:
-        return st.just(tuple(fixed))
+        return st.just(fixed)
     min_lead = 1 if len(fixed) == 1 else 0  # a bare `...` with no leading dim would be a 0-d input
-    lead = st.lists(st.integers(1, max(spec.max_side, 1)), min_size=min(min_lead, spec.max_leading_dims),
-                    max_size=spec.max_leading_dims)
+    lead = st.lists(st.integers(1, max(max_side, 1)), min_size=min(min_lead, max_leading_dims),
+                    max_size=max_leading_dims)
     where = fixed.index(None)
-    return lead.map(lambda xs: tuple(fixed[:where]) + tuple(xs) + tuple(fixed[where + 1:]))
+    return lead.map(lambda xs: fixed[:where] + tuple(xs) + fixed[where + 1:])
 
 
 def _with_lead(spec: InputSpec, dims: dict[str, int], lead: tuple[int, ...]) -> tuple[int, ...]:
@@ -185,9 +206,10 @@ def make_mask(shape: tuple[int, ...], pattern: str, gen: torch.Generator) -> tor
     return mask
 
 
-@st.composite
 def _input(draw, spec: InputSpec, dims: dict[str, int], lead: dict | None = None) -> tuple[Any, list[str]]:
-    """One argument. ``lead`` holds the leading shape that ``...`` stands for once one input drew it,
+    """One argument, drawn with the caller's ``draw`` (a plain function, not a composite strategy:
+    a new strategy object per argument per example is validated by hypothesis each time).
+    ``lead`` holds the leading shape that ``...`` stands for once one input drew it,
     so every input of a call (Q, K, V and a mask; x and its positions) shares its batch dims."""
     notes: list[str] = []
     if spec.type == "value":
@@ -238,31 +260,43 @@ def _input(draw, spec: InputSpec, dims: dict[str, int], lead: dict | None = None
     return value, notes
 
 
-@st.composite
-def case_strategy(draw, challenge: Challenge, entry: Entry, overrides: dict | None = None,
+def case_strategy(challenge: Challenge, entry: Entry, overrides: dict | None = None,
                   fixed_dims: dict[str, int] | None = None,
-                  fixed_shapes: dict[str, list[int]] | None = None, where: list[str] | None = None) -> Case:
+                  fixed_shapes: dict[str, list[int]] | None = None, where: list[str] | None = None
+                  ) -> st.SearchStrategy[Case]:
     """A strategy for the arguments of one entry, with a check's input overrides applied.
 
     ``where`` (a regime) keeps only dims satisfying every relation, e.g. ``["seq_len > embedding_dim"]``.
+    Everything that does not depend on the drawn dims (the dims strategy, the merged input and
+    option specs) is built once here, not once per example: hypothesis validates every new
+    strategy object it draws from, and that had cost more than the drawing itself.
     """
     overrides = overrides or {}
-    dims_st = dims_strategy(challenge, fixed_dims)
+    options = {name: merged_input(base, overrides.get(name)) for name, base in challenge.options().items()}
+    specs = {}
+    for name in entry.call:
+        spec = merged_input(challenge.inputs[name], overrides.get(name))
+        if fixed_shapes and name in fixed_shapes:
+            spec = merged_input(spec, {"shape": list(fixed_shapes[name])})
+        specs[name] = spec
+    return _cases(dims_strategy(challenge, fixed_dims), options, specs, list(where or []))
+
+
+@st.composite
+def _cases(draw, dims_st: st.SearchStrategy, options: dict[str, InputSpec], specs: dict[str, InputSpec],
+           where: list[str]) -> Case:
     dims = draw(dims_st)
     for _ in range(100 if where else 0):  # a narrow regime: redraw here rather than reject the whole example
         if holds(where, dims):
             break
         dims = draw(dims_st)
     assume(not where or holds(where, dims))
-    dims.update(option_values(challenge, dims, overrides, draw))
+    dims.update({name: literal_or_dim(_pick(spec, draw), dims) for name, spec in options.items()})
     inputs: dict[str, Any] = {}
     notes: list[str] = []
     lead: dict = {}
-    for name in entry.call:
-        spec = merged_input(challenge.inputs[name], overrides.get(name))
-        if fixed_shapes and name in fixed_shapes:
-            spec = merged_input(spec, {"shape": list(fixed_shapes[name])})
-        value, more = draw(_input(spec, dims, lead))
+    for name, spec in specs.items():
+        value, more = _input(draw, spec, dims, lead)
         inputs[name] = value
         notes.extend(more)
     seed = draw(st.integers(0, 2**31 - 1))

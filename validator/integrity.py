@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 import io
 import tokenize
 from dataclasses import dataclass
@@ -267,10 +268,22 @@ class _Scanner:
             self.add(node.lineno, "computed_getattr", True)
 
 
+@functools.lru_cache(maxsize=64)
+def _scanned(file: str, source: str, banned: tuple[str, ...], allow: frozenset[str]
+             ) -> tuple[tuple[Finding, ...], tuple[str, ...], ast.AST]:
+    """One file's findings, the modules it imports and its tree (read only); SyntaxError if it does not parse.
+
+    Every source check of every challenge scans the same files: each distinct (file, text, bans)
+    is parsed and walked once per process, not once per check.
+    """
+    scanner = _Scanner(file, source, list(banned), set(allow))
+    return tuple(scanner.run()), tuple(scanner.imported_modules), scanner.tree
+
+
 def scan_source(source: str, banned: list[str], allow: set[str] | frozenset = frozenset(),
                 file: str = "layers.py") -> list[Finding]:
     """Findings in one decoded source; raises SyntaxError if it does not parse."""
-    return _Scanner(file, source, list(banned), set(allow)).run()
+    return list(_scanned(file, source, tuple(banned), frozenset(allow))[0])
 
 
 def scan_submission(student_file: str | Path, banned: list[str], allow: set[str] | frozenset = frozenset()
@@ -288,11 +301,11 @@ def scan_submission(student_file: str | Path, banned: list[str], allow: set[str]
         text, cookie = decode_source(path.name, data)
         findings.extend(f for f in cookie if f.what not in allow)
         try:
-            scanner = _Scanner(path.name, text, list(banned), set(allow))
+            found, imported, _ = _scanned(path.name, text, tuple(banned), frozenset(allow))
         except SyntaxError as exc:
             raise Unreadable(f"{path.name} does not parse: line {exc.lineno}: {exc.msg}") from None
-        findings.extend(scanner.run())
-        for module in scanner.imported_modules:
+        findings.extend(found)
+        for module in imported:
             top = module.lstrip(".").split(".")[0]
             for candidate in (folder / f"{top}.py", folder / top / "__init__.py"):
                 if top and candidate.name != student_file.name and candidate.exists() and candidate != path:
@@ -333,13 +346,13 @@ def scan_package(files: dict[str, bytes], modules: list[str], banned: list[str],
         text, cookie = decode_source(rel, files[rel])
         findings.extend(f for f in cookie if f.what not in allow)
         try:
-            scanner = _Scanner(rel, text, list(banned), set(allow))
+            found, _, tree = _scanned(rel, text, tuple(banned), frozenset(allow))
         except SyntaxError as exc:
             raise Unreadable(f"{rel} does not parse: line {exc.lineno}: {exc.msg}") from None
-        findings.extend(scanner.run())
+        findings.extend(found)
         dotted = rel[:-3].replace("/", ".")
         package = dotted.removesuffix(".__init__") if rel.endswith("/__init__.py") else dotted.rpartition(".")[0]
-        for node in ast.walk(scanner.tree):
+        for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):

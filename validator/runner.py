@@ -581,7 +581,7 @@ def _execute_call(namespace: dict, call: dict, origin: str | None) -> dict:
                             "type": "ValueError", "mro": ["ValueError"],
                             "message": f"output has shape {tuple(output.shape)}, expected "
                                        f"{tuple(grad_output.shape)}, so no gradient can flow back"})
-                    _stage("backward", origin, output.backward,
+                    _stage("backward", origin, _backward, output,
                            grad_output.to(dtype=output.dtype, device=output.device))
                     if observation is not None:
                         observation.check_modes("backward")
@@ -608,6 +608,74 @@ def _execute_call(namespace: dict, call: dict, origin: str | None) -> dict:
             result["params_after"] = {n: p.detach().clone()
                                       for n, p in module.named_parameters(remove_duplicate=False)}
     return result
+
+
+_SHIMS_SKIPPED = False
+
+
+def skip_dynamo_disable_shims() -> None:
+    """Keep torch's meta kernels from importing dynamo, which nothing here uses.
+
+    On the meta device (``device="meta"`` checks) ops run torch's Python reference kernels, and
+    torch wraps each of those in a shim (``torch._compile._disable_dynamo``) that imports dynamo
+    (~800 modules, about a second) on its first call only to mark the kernel "do not compile".
+    The shim caches that mark on the kernel; giving each kernel itself as its mark skips the
+    import and changes nothing while nothing compiles. Should torch change the shim, this finds
+    nothing to mark and the import is simply paid again.
+    """
+    global _SHIMS_SKIPPED
+    if _SHIMS_SKIPPED:
+        return
+    _SHIMS_SKIPPED = True
+    import sys
+    import types
+
+    import torch._compile
+    import torch._decomp
+
+    shim = next((c for c in torch._compile._disable_dynamo.__code__.co_consts
+                 if isinstance(c, types.CodeType) and c.co_name == "inner"), None)
+    if shim is None:
+        return
+    todo: list = [fn for table in torch._decomp.global_decomposition_table.values() for fn in table.values()]
+    for name, module in list(sys.modules.items()):
+        if module is not None and name.startswith(("torch._refs", "torch._prims", "torch._decomp")):
+            todo.extend(vars(module).values())
+    seen: set[int] = set()
+    while todo:
+        fn = todo.pop()
+        if not isinstance(fn, types.FunctionType) or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        cells = {}
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+            try:
+                cells[name] = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+        if fn.__code__ is shim and isinstance(cells.get("fn"), types.FunctionType):
+            kernel = cells["fn"]
+            if getattr(kernel, "__dynamo_disable", None) is None:
+                setattr(kernel, "__dynamo_disable", kernel)
+        todo.extend(cells.values())
+        todo.append(getattr(fn, "__wrapped__", None))
+
+
+def _backward(output: torch.Tensor, grad: torch.Tensor) -> None:
+    """``output.backward(grad)``, the shape and dtype already checked by the caller.
+
+    ``Tensor.backward`` checks its gradient's shape with torch's symbolic-shape helpers, whose
+    first use imports sympy: 0.3 s, a tenth of a one-challenge run, for a check made here already.
+    (A worker that runs a meta-device check imports sympy anyway: torch's meta kernels use it.)
+    A plain tensor goes straight to the autograd engine, as ``Tensor.backward`` itself ends up
+    doing; a tensor subclass (which may override ``backward``), or a torch without that entry
+    point, takes the public path.
+    """
+    run = getattr(torch.autograd.graph, "_engine_run_backward", None)
+    if run is None or type(output) is not torch.Tensor or torch._C._are_functorch_transforms_active():
+        output.backward(grad)
+        return
+    run((output,), (grad,), False, False, (), allow_unreachable=True, accumulate_grad=True)
 
 
 def skip_absent_device_seeding() -> None:

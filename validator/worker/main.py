@@ -110,11 +110,13 @@ def _clash(module_name: str, where: str) -> dict:
 def serve(req_fd: int, resp_fd: int) -> None:
     import torch
 
-    from validator.runner import describe_entry, exception_info, execute, skip_absent_device_seeding
+    from validator.runner import (describe_entry, exception_info, execute, skip_absent_device_seeding,
+                                  skip_dynamo_disable_shims)
     from validator.worker.protocol import ChannelClosed, Reader, write_message
 
     torch.set_num_threads(int(os.environ.get("VALIDATOR_WORKER_THREADS", "1")))
     skip_absent_device_seeding()
+    skip_dynamo_disable_shims()
     memory_mb = int(os.environ.get("VALIDATOR_MEMORY_MB", "0") or 0)
     reader = Reader(req_fd)
     namespace: dict = {}
@@ -224,6 +226,7 @@ def _prepare_template() -> None:
     from validator.worker import protocol  # noqa: F401
 
     runner.skip_absent_device_seeding()
+    runner.skip_dynamo_disable_shims()
     # The first trace warms lazily built dispatch and profiler state: pay that once, here, before forking.
     weight = torch.nn.Parameter(torch.nn.init.trunc_normal_(torch.empty(4, 3)))
     call = {"entry": "f", "kind": "function", "inputs": [{"value": torch.tensor([0, 2, 2])}],

@@ -118,10 +118,15 @@ def run() -> int:
 
     With torch loaded the interpreter spends most of a second at exit collecting a quarter of a
     million objects it is about to free anyway; frozen, they are skipped (atexit handlers, flushes and
-    finalizers still run). Only here, never in :func:`main`, which tests call in their own process.
+    finalizers still run). The heap is frozen once before grading too, when the worker's warm-up has
+    imported everything (:mod:`validator.lifetime`). Only here, never in :func:`main`, which
+    tests call in their own process.
     """
     import gc
 
+    from validator import lifetime
+
+    lifetime.SHORT_LIVED = True
     code = main()
     gc.freeze()
     return code

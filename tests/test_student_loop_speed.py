@@ -1,0 +1,131 @@
+"""The student loop's speed-ups change the time a run takes and nothing else.
+
+Each cut in `benchmarks/bench_submit.py`'s figures skips work torch or the grader would
+have done for nothing; these tests pin that the work is skipped and that what the grader
+sees (gradients, findings, cases) is what it saw before.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import torch
+
+from validator import integrity, runner
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+class _Double(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+def test_backward_gives_the_gradients_tensor_backward_gives():
+    graphs = [
+        lambda x, w: (x @ w).tanh(),
+        lambda x, w: (x[:, :2] * w[0, :2]).exp(),  # a non-contiguous path
+        lambda x, w: _Double.apply(x) @ w,        # a hand-written backward
+    ]
+    for build in graphs:
+        grads = []
+        for backward in (lambda out, g: out.backward(g), runner._backward):
+            torch.manual_seed(0)
+            x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+            w = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+            out = build(x, w)
+            g = torch.randn(out.shape, dtype=torch.float64).t().contiguous().t()  # a strided gradient too
+            backward(out, g)
+            grads.append((x.grad.clone(), w.grad.clone() if w.grad is not None else None))
+        (x1, w1), (x2, w2) = grads
+        assert torch.equal(x1, x2)
+        assert (w1 is None and w2 is None) or torch.equal(w1, w2)
+
+
+def test_a_tensor_subclass_output_takes_the_public_path():
+    calls = []
+
+    class Loud(torch.Tensor):
+        def backward(self, gradient=None, *args, **kwargs):
+            calls.append(gradient)
+            return super().backward(gradient, *args, **kwargs)
+
+    x = torch.randn(3, requires_grad=True)
+    out = (x * 2).as_subclass(Loud)
+    runner._backward(out, torch.ones(3))
+    assert len(calls) == 1 and torch.equal(x.grad, torch.full((3,), 2.0))
+
+
+def test_a_backward_imports_no_sympy():
+    """Tensor.backward's first use with a gradient imports sympy (0.3 s), only to check a shape."""
+    seen = _run("""
+        import sys, torch
+        from validator import runner
+        x = torch.randn(3, requires_grad=True)
+        runner._backward(x * 2, torch.full((3,), 0.5))
+        assert x.grad.tolist() == [1.0, 1.0, 1.0]
+        print("sympy" in sys.modules)
+    """)
+    assert seen == "False"
+
+
+def test_meta_device_ops_in_a_worker_do_not_import_dynamo():
+    """An init on the meta device imported dynamo (about a second, in every worker that ran a meta
+    check). Those kernels still import sympy for their dtype rules; that is torch's own need."""
+    seen = _run("""
+        import sys, torch
+        from validator import runner
+        runner.skip_dynamo_disable_shims()
+        w = torch.nn.Parameter(torch.empty(4, 3, device="meta"))
+        torch.nn.init.normal_(w, 0.0, 0.02)
+        torch.nn.init.trunc_normal_(w)
+        torch.nn.init.xavier_uniform_(w)
+        lin = torch.nn.Linear(3, 2, device="meta")
+        x = torch.randn(3, device="meta")
+        y = (x * 2 + 1).exp().softmax(-1)
+        assert w.device.type == "meta" and y.shape == (3,)
+        print("torch._dynamo" in sys.modules)
+    """)
+    assert seen == "False"
+
+
+def test_only_a_short_lived_process_freezes_its_heap_once_warm():
+    code = """
+        import gc
+        from validator import lifetime
+        from validator.worker import client
+        lifetime.SHORT_LIVED = {flag}
+        client._warm_before_fork()
+        print(gc.get_freeze_count() > 0)
+    """
+    assert _run(code.format(flag=True)) == "True"
+    assert _run(code.format(flag=False)) == "False"
+
+
+def test_a_scan_is_parsed_once_and_its_findings_cannot_be_changed_through_a_caller():
+    source = "import torch\nimport threading\nx = torch.nn.functional.embedding\n"
+    integrity._scanned.cache_clear()
+    first = integrity.scan_source(source, ["torch.nn.functional.embedding"])
+    first.clear()  # a caller's list is its own
+    second = integrity.scan_source(source, ["torch.nn.functional.embedding"])
+    assert integrity._scanned.cache_info().hits == 1
+    assert {f.what for f in second} == {"torch.nn.functional.embedding", "threads"}
+    other = integrity.scan_source(source, [])  # other bans: scanned again, with its own findings
+    assert {f.what for f in other} == {"threads"}
+    edited = integrity.scan_source(source.replace("import threading\n", ""), ["torch.nn.functional.embedding"])
+    assert {f.what for f in edited} == {"torch.nn.functional.embedding"}

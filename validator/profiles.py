@@ -17,7 +17,10 @@ _COMMON = dict(deadline=None, database=None, print_blob=False, derandomize=False
                phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink])
 
 PROFILES = {
-    "default": Settings(max_examples=20, **_COMMON),
+    # A student's run: 10 examples a property. The project's tests prove every realistic bug of the
+    # mutant library caught with `quick` (6) on several seeds, and `validator strength` every one-point
+    # mutant of the reference with `batch` (3); more examples here mostly cost the student's time.
+    "default": Settings(max_examples=10, **_COMMON),
     "ci": Settings(max_examples=100, **_COMMON),
     "quick": Settings(max_examples=6, **_COMMON),
     # `validator grade`: hundreds of submissions. Derandomized and seeded, so a regrade gives the same report;

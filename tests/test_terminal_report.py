@@ -75,3 +75,11 @@ def test_histogram_marks_mass_outside_the_expected_range():
     rows = text_histogram(histogram(sample, dist))
     assert rows[0].strip().startswith("< -3") and rows[-1].strip().startswith("> 3")
     assert len(rows) == 12 + 2
+
+
+def test_the_per_challenge_line_names_unanswered_and_deferred_checks_as_such():
+    """An unanswered question is "failed" in the data (it scores 0) but not a failure to report."""
+    rep = report(check("passed", 3, 3), check("failed", 0, 1, "not answered: add it to answers.yaml", "question"),
+                 check("skipped", 0, 1, "deferred to official grading: speed"), check("failed", 0, 1, "wrong values"))
+    line = next(l for l in headline(rep).splitlines() if l.strip().startswith("c "))
+    assert "1 deferred, 1 failed, 1 passed, 1 unanswered" in line

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from validator.reporters.figures import bound_notes, num
-from validator.reporters.terminal import BREAKDOWN_LABELS, breakdown, verdict
+from validator.reporters.terminal import BREAKDOWN_LABELS, breakdown, check_counts, verdict
 from validator.results import ChallengeResult, CheckResult, Histogram, Report
 
 # What HTML cannot carry: C0/C1 controls other than tab and newlines, lone surrogates, non-characters.
@@ -176,10 +176,7 @@ def headline_html(report: Report) -> str:
 def summary_section(report: Report) -> Section:
     rows = []
     for ch in report.challenges:
-        counts: dict[str, int] = {}
-        for c in ch.checks:
-            counts[c.status] = counts.get(c.status, 0) + 1
-        detail = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        detail = check_counts(ch)
         tone, _ = verdict(Report(challenges=[ch], seed=report.seed, student=report.student, profile=report.profile))
         rows.append(f'<tr class="{tone}"><td><a href="#{anchor("ch", ch.id)}">{esc(ch.id)}</a></td>'
                     f'<td class="num">{ch.score:g}/{ch.max_score:g}</td><td>{esc(detail)}</td></tr>')

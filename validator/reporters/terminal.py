@@ -119,6 +119,21 @@ def breakdown(report: Report) -> dict[str, float]:
     return out
 
 
+def check_counts(challenge: ChallengeResult) -> str:
+    """How a challenge's checks ended, in words: "28 passed, 5 unanswered". An unanswered question
+    and a check deferred to official grading are named so, never counted as failed."""
+    counts: dict[str, int] = {}
+    for c in challenge.checks:
+        if is_deferred(c):
+            word = "deferred"
+        elif c.kind == "question" and c.message.startswith("not answered"):
+            word = "unanswered"
+        else:
+            word = c.status
+        counts[word] = counts.get(word, 0) + 1
+    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+
+
 BREAKDOWN_LABELS = (("earned", "earned"), ("deferred", "deferred to official grading"),
                     ("unanswered", "unanswered"), ("lost", "lost"))
 
@@ -138,11 +153,7 @@ def verdict(report: Report, parts: dict[str, float] | None = None) -> tuple[str,
 def render_summary(console: Console, report: Report) -> None:
     console.print()
     for ch in report.challenges:
-        counts = {}
-        for c in ch.checks:
-            counts[c.status] = counts.get(c.status, 0) + 1
-        detail = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-        console.print(f"  {escape(ch.id):32} {_points(ch.score, ch.max_score):>10}   {detail}")
+        console.print(f"  {escape(ch.id):32} {_points(ch.score, ch.max_score):>10}   {check_counts(ch)}")
     parts = breakdown(report)
     tone, words = verdict(report, parts)
     colour = {"good": "green", "partial": "yellow", "short": "red"}[tone]

@@ -198,3 +198,27 @@ def test_reproduce_lines_replay_this_file_and_profile_and_survive_copy_paste(tmp
     assert any(line.strip().endswith(check["reproduce"]) for line in text.splitlines())  # one unbroken line
     skip = next(line for line in text.splitlines() if line.startswith("SKIP no_library_embedding_source"))
     assert "not graded until matches_reference passes" in skip  # a SKIP says why
+
+
+def test_an_init_check_shows_the_exception_the_constructor_raised(tmp_path):
+    """Building the layer for the init checks raised: the report shows the student's exception and where,
+    not a bare "building the layer failed" (which a grader failure would have read as too)."""
+    from helpers import grade_file
+
+    layers = tmp_path / "layers.py"
+    layers.write_text(textwrap.dedent('''\
+        import torch
+        from torch import nn
+
+
+        class Embedding(nn.Module):
+            def __init__(self, num_embeddings, embedding_dim, device=None, dtype=None):
+                super().__init__()
+                raise ValueError("no table for you")
+        '''))
+    (result,) = grade_file(layers, "token_embedding", checks=["init_independent", "init_reproducible"])
+    for check in result.checks:
+        if check.id in ("init_independent", "init_reproducible"):
+            assert check.status == "error", (check.id, check.status, check.message)
+            assert "ValueError" in check.message and "no table for you" in check.message, check.message
+            assert "layers.py" in check.message, check.message

@@ -19,9 +19,9 @@ from pydantic import model_validator
 from validator.cases import case_strategy
 from validator.checks import for_all, register
 from validator.checks.behaviour import CaseParams, for_cases, stand_in_extra, strategy
-from validator.checks.common import CheckFailed, entry_of, run_student
+from validator.checks.common import CheckFailed, entry_of, raise_if_failed, run_student
 from validator.compare import mismatch, tolerance_for
-from validator.context import CheckSkipped, Context
+from validator.context import CheckErrored, CheckSkipped, Context, GraderFailure
 from validator.stats import fmt
 from validator.spec.schema import CheckSpec
 
@@ -239,8 +239,16 @@ def gradcheck(ctx: Context, check: CheckSpec, p: GradcheckParams) -> str:
         cols = []
         for k in range(0, len(results), 2):
             plus, minus = results[k], results[k + 1]
-            if not (plus.get("ok") and minus.get("ok")):
-                raise CheckFailed("forward failed on a slightly perturbed weight")
+            for call, r in ((calls[k], plus), (calls[k + 1], minus)):
+                if r.get("ok"):
+                    continue
+                try:  # the student's exception (or the grader's failure), never a bare "it failed"
+                    raise_if_failed(ctx, call, r)
+                except GraderFailure:
+                    raise
+                except CheckErrored as exc:
+                    raise CheckErrored(f"forward raised on a slightly perturbed weight (finite differences): "
+                                       f"{exc}") from None
             cols.append(((plus["output"] - minus["output"]) / (2 * p.eps)).reshape(-1))
         jac = torch.stack(cols, dim=1)  # (out_numel, total)
         for r, a in zip(probes, analytic):

@@ -8,7 +8,7 @@ from typing import Any, Literal, Optional, Union
 import torch
 
 from validator.checks import Params, register
-from validator.checks.common import CheckFailed, entry_of, probe_dims, run_student
+from validator.checks.common import CheckFailed, entry_of, probe_dims, raise_if_failed, run_student
 from validator.cases import fixed_case
 from validator.context import Context
 from validator.spec.schema import CheckSpec, resolve
@@ -137,9 +137,8 @@ def init_independent(ctx: Context, check: CheckSpec, p: InitParams) -> str:
     name, _ = entry_of(ctx, check)
     calls = [_build(ctx, check, p, None), _build(ctx, check, p, None)]
     first, second = ctx.student_many(calls, check.timeout, "building two layers")
-    for r in (first, second):
-        if not r.get("ok"):
-            raise CheckFailed("building the layer failed")
+    for call, r in zip(calls, (first, second)):
+        raise_if_failed(ctx, call, r)  # the student's exception where it was raised, or the grader's failure
     a, b = _param(ctx, first, p, name), _param(ctx, second, p, name)
     _finite(a, f"{_what(p)} of the first layer")
     _finite(b, f"{_what(p)} of the second layer")
@@ -155,9 +154,8 @@ def init_reproducible(ctx: Context, check: CheckSpec, p: InitParams) -> str:
     seed = ctx.check_seed(check.id)
     calls = [_build(ctx, check, p, seed), _build(ctx, check, p, seed)]
     first, second = ctx.student_many(calls, check.timeout, "building a layer twice")
-    for r in (first, second):
-        if not r.get("ok"):
-            raise CheckFailed("building the layer failed")
+    for call, r in zip(calls, (first, second)):
+        raise_if_failed(ctx, call, r)
     a, b = _param(ctx, first, p, name), _param(ctx, second, p, name)
     _finite(a, f"{_what(p)} after torch.manual_seed({seed})")
     if not torch.equal(a, b):

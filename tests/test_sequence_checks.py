@@ -242,3 +242,26 @@ def test_causal_check_names_a_0d_output_rather_than_two_equal_shapes(tmp_path):
     status, message = _status(path, "attention", "causal")
     assert status == "failed" and "the output is a 0-d tensor; expected a tensor with a sequence axis" in message, \
         message
+
+
+def test_causal_and_relation_cases_honour_input_dtype_and_regimes(tmp_path):
+    """Both kinds take CaseParams: `input_dtype` and `regimes` were accepted there and silently ignored."""
+    from types import SimpleNamespace
+
+    from hypothesis import strategies as st
+
+    from validator.checks import params_of
+    from validator.checks.sequence import _for_cases
+    from validator.profiles import get_settings
+
+    challenge = load(tmp_path, "      - {id: c, kind: values, test: causal, sequence: {Q: -2}, input_dtype: bfloat16,\n"
+                               "         regimes: [[q > k], [q < k]], points: 1}")
+    check = next(c for c in challenge.checks if c.id == "c")
+    ctx = SimpleNamespace(challenge=challenge, settings=get_settings("quick"), check_seed=lambda _: 7)
+    seen = []
+    runs = _for_cases(ctx, check, params_of(check), st.just("extra"), seen.append)
+    assert runs == len(seen) > 0
+    assert all(case.inputs["Q"].dtype == torch.bfloat16 and case.inputs["K"].dtype == torch.bfloat16 for case in seen)
+    assert all(case.extra == "extra" for case in seen)
+    sides = {case.dims["q"] > case.dims["k"] for case in seen if case.dims["q"] != case.dims["k"]}
+    assert sides == {True, False} and all(case.dims["q"] != case.dims["k"] for case in seen)

@@ -17,21 +17,19 @@ import torch
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from validator.cases import Case, case_strategy
-from validator.checks import for_all, register
-from validator.checks.behaviour import CaseParams, _state, in_dtype, stand_in_extra
+from validator.cases import Case
+from validator.checks import register
+from validator.checks.behaviour import CaseParams, _state, for_cases, stand_in_extra, strategy
 from validator.checks.common import CheckFailed, entry_of, raise_if_failed
 from validator.compare import mismatch, tolerance_for
 from validator.context import Context
 from validator.spec.schema import CheckSpec, ToleranceSpec
 
 
-def _cases(ctx: Context, check: CheckSpec, p: CaseParams, extra: st.SearchStrategy):
-    _, entry = entry_of(ctx, check)
-    cases = case_strategy(ctx.challenge, entry, p.inputs, fixed_dims=p.dims)
-    if p.dtype:
-        cases = cases.map(lambda c: in_dtype(c, getattr(torch, p.dtype)))
-    return st.tuples(cases, extra).map(_attach)
+def _for_cases(ctx: Context, check: CheckSpec, p: CaseParams, extra: st.SearchStrategy, body) -> int:
+    """``for_cases`` (the check's dtype, input_dtype and regimes honoured) with ``extra`` drawn beside each case."""
+    return for_cases(ctx, check, p, body,
+                     make_strategy=lambda where: st.tuples(strategy(ctx, check, p, where), extra).map(_attach))
 
 
 def _attach(drawn) -> Case:
@@ -142,7 +140,7 @@ def causal(ctx: Context, check: CheckSpec, p: CausalParams) -> str:
                 "an output may depend only on the current and earlier positions; mask the scores of later "
                 "positions (j > i) before the softmax")
         checked[0] += 1
-    for_all(ctx, check, _cases(ctx, check, p, st.integers(0, 2**16)), body, p.max_examples)
+    _for_cases(ctx, check, p, st.integers(0, 2**16), body)
     return f"{checked[0]} generated inputs cut at a drawn position: earlier outputs unchanged"
 
 
@@ -252,6 +250,6 @@ def relation(ctx: Context, check: CheckSpec, p: RelationParams) -> str:
                                    f"{p.rtol:g} (a spec bug: widen them): {problem}")
         if problem:
             raise CheckFailed(problem + (f": {p.explain}" if p.explain else ""))
-    runs = for_all(ctx, check, _cases(ctx, check, p, amounts), body, p.max_examples)
+    runs = _for_cases(ctx, check, p, amounts, body)
     return f"{runs} generated inputs: {what} " + ("unchanged" if p.transform is not None else
                                                    f"equal to those of {p.against_input}")

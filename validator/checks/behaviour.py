@@ -116,13 +116,27 @@ def stand_in_extra(p: CaseParams) -> dict:
     return {"stand_ins": dict(p.stand_ins)} if getattr(p, "stand_ins", None) else {}
 
 
-def _both(ctx: Context, check: CheckSpec, p: CaseParams, case, want: list[str]) -> tuple[dict, dict]:
+def case_weights(ctx: Context, check: CheckSpec, p: CaseParams, case):
+    """The test weights of ``case`` in the check's dtype (None for a function entry); a check that calls the
+    layer on transformed copies of one case (same dims, same seed) makes them once and passes them on."""
     name, _ = entry_of(ctx, check)
+    return _state(ctx, name, case, getattr(torch, p.dtype) if p.dtype else torch.get_default_dtype())
+
+
+def case_call(ctx: Context, check: CheckSpec, p: CaseParams, case, want: list[str], state=None) -> dict:
+    """The call of the check's entry on ``case`` as its params say: test weights (``state``, else made
+    from the case's dims and seed), train or eval mode, the check's dtype for inputs and parameters,
+    and its stand-ins. Every case check builds its calls here, so both sides see the same call."""
+    name, entry = entry_of(ctx, check)
     dtype = getattr(torch, p.dtype) if p.dtype else torch.get_default_dtype()
-    call = ctx.build_call(name, case, want=want, state=_state(ctx, name, case, dtype),
+    return ctx.build_call(name, case, want=want, state=state if state is not None else _state(ctx, name, case, dtype),
                           train=p.train, input_dtype=dtype if p.dtype else None,
-                          init_kwargs={"dtype": dtype} if p.dtype and ctx.challenge.entries[name].kind == "module" else None,
+                          init_kwargs={"dtype": dtype} if p.dtype and entry.kind == "module" else None,
                           **stand_in_extra(p))
+
+
+def _both(ctx: Context, check: CheckSpec, p: CaseParams, case, want: list[str]) -> tuple[dict, dict]:
+    call = case_call(ctx, check, p, case, want)
     expected = ctx.reference_call(call)
     got = run_student(ctx, check, call)
     return got, expected

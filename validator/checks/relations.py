@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from validator.cases import Case
 from validator.checks import register
-from validator.checks.behaviour import ValuesParams, _by_rounding, _shown_build, _state, for_cases, stand_in_extra
+from validator.checks.behaviour import ValuesParams, _by_rounding, _shown_build, case_call, case_weights, for_cases
 from validator.checks.common import CheckFailed, entry_of, run_student
 from validator.compare import mismatch, rounding_mismatch, tolerance_for
 from validator.context import Context
@@ -47,13 +47,8 @@ def _transformed(case: Case, names: list[str], fn) -> Case:
     return Case(dims=case.dims, inputs=inputs, seed=case.seed, notes=list(case.notes))
 
 
-def _run(ctx: Context, check: CheckSpec, p: ValuesParams, case: Case, *, reference: bool) -> dict:
-    name, _ = entry_of(ctx, check)
-    dtype = getattr(torch, p.dtype) if p.dtype else torch.get_default_dtype()
-    call = ctx.build_call(name, case, want=["output"], state=_state(ctx, name, case, dtype), train=p.train,
-                          input_dtype=dtype if p.dtype else None,
-                          init_kwargs={"dtype": dtype} if p.dtype and ctx.challenge.entries[name].kind == "module"
-                          else None, **stand_in_extra(p))
+def _run(ctx: Context, check: CheckSpec, p: ValuesParams, case: Case, *, reference: bool, state=None) -> dict:
+    call = case_call(ctx, check, p, case, ["output"], state)
     return ctx.reference_call(call) if reference else run_student(ctx, check, call)
 
 
@@ -98,15 +93,16 @@ def stability(ctx: Context, check: CheckSpec, p: StabilityParams) -> str:
     names = _float_inputs(ctx, check, p.input)
 
     def body(case):
+        state = case_weights(ctx, check, p, case)
         for factor in p.scale:
             scaled = _transformed(case, names, lambda v, f=factor: v * f)
             peak = max(float(scaled.inputs[n].abs().max()) if scaled.inputs[n].numel() else 0.0 for n in names)
             where = (f"with {', '.join(names)} scaled by {factor:g} (largest |value| {peak:.3g}"
                      f"{', ' + str(scaled.inputs[names[0]].dtype).removeprefix('torch.') if p.input_dtype else ''})")
-            ref = _run(ctx, check, p, scaled, reference=True)["output"]
+            ref = _run(ctx, check, p, scaled, reference=True, state=state)["output"]
             if _non_finite(ref):
                 raise RuntimeError(f"the reference's output is not finite {where} (a spec bug: choose smaller factors)")
-            got = _run(ctx, check, p, scaled, reference=False)["output"]
+            got = _run(ctx, check, p, scaled, reference=False, state=state)["output"]
             broken = _non_finite(got)
             if broken:
                 raise CheckFailed(f"{where}: {broken}, while the reference's output is finite. An intermediate "
@@ -168,11 +164,12 @@ def invariance(ctx: Context, check: CheckSpec, p: InvarianceParams) -> str:
         return t, (f"f({t}) == f({shown})" if p.expect == "equal" else f"f({t}) == {c:g} * f({shown})")
 
     def body(case):
+        state = case_weights(ctx, check, p, case)
         for side in ("reference", "student"):
-            base = _run(ctx, check, p, case, reference=side == "reference")["output"]
+            base = _run(ctx, check, p, case, reference=side == "reference", state=state)["output"]
             for c in amounts:
                 moved = _transformed(case, names, (lambda v, c=c: v * c) if kind == "scale" else (lambda v, c=c: v + c))
-                out = _run(ctx, check, p, moved, reference=side == "reference")["output"]
+                out = _run(ctx, check, p, moved, reference=side == "reference", state=state)["output"]
                 if not isinstance(base, torch.Tensor) or not isinstance(out, torch.Tensor):
                     raise CheckFailed("the output is not a tensor")
                 want = base if p.expect == "equal" else (base.to(torch.float64) * c).to(base.dtype)

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from validator.cases import Case
 from validator.checks import register
-from validator.checks.behaviour import CaseParams, _state, for_cases, stand_in_extra, strategy
+from validator.checks.behaviour import CaseParams, case_call, case_weights, for_cases, strategy
 from validator.checks.common import CheckFailed, entry_of, raise_if_failed
 from validator.compare import mismatch, tolerance_for
 from validator.context import Context
@@ -40,11 +40,7 @@ def _attach(drawn) -> Case:
 
 
 def _call(ctx: Context, check: CheckSpec, p: CaseParams, case: Case, state) -> dict:
-    name, entry = entry_of(ctx, check)
-    dtype = getattr(torch, p.dtype) if p.dtype else None
-    return ctx.build_call(name, case, want=["output"], state=state, train=p.train, input_dtype=dtype,
-                          init_kwargs={"dtype": dtype} if dtype is not None and entry.kind == "module" else None,
-                          **stand_in_extra(p))
+    return case_call(ctx, check, p, case, ["output"], state)
 
 
 def _tolerance(ctx: Context, ref: torch.Tensor, spec) -> tuple[float, float]:
@@ -114,7 +110,7 @@ def causal(ctx: Context, check: CheckSpec, p: CausalParams) -> str:
             return  # nothing after a cut to change
         cut = k % (seq - 1)
         case.notes.append(f"inputs {', '.join(p.sequence)} changed at every position after {cut}")
-        state = _state(ctx, name, case, getattr(torch, p.dtype) if p.dtype else torch.get_default_dtype())
+        state = case_weights(ctx, check, p, case)
         other = _perturbed(ctx, case, p, cut, case.seed ^ 0xC0FFEE)
         base, changed = _outputs(ctx, check, [_call(ctx, check, p, case, state), _call(ctx, check, p, other, state)])
         for out in (base, changed):
@@ -227,7 +223,7 @@ def relation(ctx: Context, check: CheckSpec, p: RelationParams) -> str:
 
     def body(case):
         amount = case.extra
-        state = _state(ctx, name, case, getattr(torch, p.dtype) if p.dtype else torch.get_default_dtype())
+        state = case_weights(ctx, check, p, case)
         calls = [_call(ctx, check, p, case, state)]
         if p.transform is not None:
             other = _transformed(case, p.transform, amount)

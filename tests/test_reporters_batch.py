@@ -142,3 +142,27 @@ def test_failed_report_keeps_the_max_score():
     expected = sum(c.points for ch in chosen for c in ch.checks) + sum(q.points for ch in chosen for q in ch.questions)
     assert report.score == 0 and report.max_score == pytest.approx(expected)
     assert all(c.status == "error" for ch in report.challenges for c in ch.checks)
+
+
+def test_reports_are_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    """Every reporter writes through one temp-then-rename step: a failed write keeps the old file and
+    leaves no temporary behind (the strength report used to write in place)."""
+    from pathlib import Path
+
+    from validator.reporters import write_atomic
+
+    target = tmp_path / "out" / "grades.csv"
+    write_atomic(target, "old\n")
+    assert target.read_text() == "old\n"
+
+    def full_disk(self, *args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    with pytest.raises(OSError):
+        write_atomic(target, "new\n")
+    monkeypatch.undo()
+    assert target.read_text() == "old\n"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["grades.csv"]
+    write_atomic(target, b"bytes\n")
+    assert target.read_bytes() == b"bytes\n"

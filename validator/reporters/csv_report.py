@@ -11,6 +11,7 @@ import io
 from pathlib import Path
 from typing import Sequence
 
+from validator.reporters import write_atomic
 from validator.results import Report
 
 
@@ -44,8 +45,4 @@ def _safe(cell: str) -> str:
 
 
 def write_csv(rows: Sequence[tuple[str, Report]], path: str | Path, **kwargs) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(grades_csv(rows, **kwargs), encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(path, grades_csv(rows, **kwargs))

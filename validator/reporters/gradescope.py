@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from validator.reporters import write_atomic
 from validator.reporters.figures import figure_lines
 from validator.results import Report
 
@@ -50,8 +51,4 @@ def gradescope_dict(report: Report, *, visibility: str = "visible") -> dict:
 
 
 def write_gradescope(report: Report, path: str | Path, **kwargs) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(gradescope_dict(report, **kwargs), indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(path, json.dumps(gradescope_dict(report, **kwargs), indent=2) + "\n")

@@ -14,8 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from validator.reporters import write_atomic
 from validator.reporters.figures import bound_notes, num
-from validator.reporters.terminal import BREAKDOWN_LABELS, breakdown, check_counts, verdict
+from validator.reporters.terminal import (
+    BREAKDOWN_LABELS,
+    breakdown,
+    check_counts,
+    verdict,
+)
 from validator.results import ChallengeResult, CheckResult, Histogram, Report
 
 # What HTML cannot carry: C0/C1 controls other than tab and newlines, lone surrogates, non-characters.
@@ -267,12 +273,4 @@ def render_html(report: Report, *, extra_sections: Sequence[Section] = (), title
 
 def write_html(report: Report, path: str | Path, **kwargs) -> None:
     """Write the page atomically (a reader never sees half a file)."""
-    path = Path(path)
-    text = render_html(report, **kwargs)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_atomic(path, render_html(report, **kwargs))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from validator.reporters import write_atomic
 from validator.results import Report
 
 
@@ -13,8 +14,4 @@ def report_dict(report: Report) -> dict:
 
 
 def write_json(report: Report, path: str | Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(report_dict(report), indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(path, json.dumps(report_dict(report), indent=2) + "\n")

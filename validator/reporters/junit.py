@@ -12,6 +12,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from validator.reporters import write_atomic
 from validator.reporters.figures import figure_lines
 from validator.results import Report
 
@@ -69,8 +70,4 @@ def junit_xml(report: Report, **kwargs) -> bytes:
 
 
 def write_junit(report: Report, path: str | Path, **kwargs) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(junit_xml(report, **kwargs))
-    tmp.replace(path)
+    write_atomic(path, junit_xml(report, **kwargs))

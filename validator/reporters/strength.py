@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from validator.reporters import write_atomic
+
 
 def write_json(report, path: str | Path) -> None:
     """The report as plain data (``StrengthReport.to_dict``), self-contained: diffs, reasons and hints included."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+    write_atomic(path, json.dumps(report.to_dict(), indent=2) + "\n")
 
 
 def _indent(text: str, pad: str = "      ") -> str:
@@ -108,6 +108,4 @@ def write_html(report, path) -> None:
     """The strength report as one self-contained HTML page."""
     from validator.reporters.html import page
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(page("validator strength", html_sections(report)), encoding="utf-8")
+    write_atomic(path, page("validator strength", html_sections(report)))

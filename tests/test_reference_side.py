@@ -67,3 +67,20 @@ def test_grading_never_imports_the_instructor_tools():
               "c._load_all(); print(sorted(m for m in sys.modules if m.startswith('validator.instructor')))")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_recording_keeps_grading_in_this_process_whatever_jobs_asks():
+    """Forked graders would record into their own copies of the recording, lost when they exit."""
+    from helpers import catalogue
+
+    from validator.api import grade
+
+    reference = ROOT / "reference" / "layers.py"
+    wanted = ["softmax", "embedding_functional"]
+    recordings = []
+    for jobs in (1, 2):
+        recorder = RecordingReference.from_file(reference)
+        grade(reference, challenges=wanted, seed=11, profile="quick", catalogue=catalogue(), reference=recorder,
+              reference_dir=reference.parent, jobs=jobs)
+        recordings.append(set(recorder.results))
+    assert recordings[0] and recordings[1] == recordings[0]

@@ -69,7 +69,8 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
     instructor's recording one); the answer key is still read from ``reference_dir``.
     ``device`` (e.g. ``"cuda"``) runs the student's layers there; the reference stays on the CPU.
     ``jobs`` > 1 grades challenges in that many forked graders, each with its own worker (the CPU only:
-    a CUDA context does not survive a fork); results and ``on_challenge`` keep the catalogue order.
+    a CUDA context does not survive a fork; and not with a reference side that is not ``fork_safe``);
+    results and ``on_challenge`` keep the catalogue order.
     ``package`` (a :class:`validator.package.StudentPackage`, see :func:`validator.package.load_package`)
     grades a student's own package through its mapping; ``student_file`` is then its root. A worker
     passed in must have been made for it (:meth:`StudentPackage.worker_request`).
@@ -115,7 +116,8 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
                                    timeout=timeout, device=device, profile=profile, package=package,
                                    fail_fast=fail_fast)
         try:
-            results = grade_all(selected, worker=worker, jobs=1 if device else jobs, grade_one=grade_one,
+            serial = device or not getattr(side, "fork_safe", True)
+            results = grade_all(selected, worker=worker, jobs=1 if serial else jobs, grade_one=grade_one,
                                 on_challenge=on_challenge)
         finally:
             torch.set_num_threads(threads)

@@ -159,9 +159,13 @@ def versions() -> dict[str, str]:
 
 # -- the interface --------------------------------------------------------------------
 class ReferenceSide(Protocol):
-    """Where a run's reference results come from. ``name`` is ``live``, ``recording`` or ``frozen``."""
+    """Where a run's reference results come from: live, recording (instructor tools) or frozen.
 
-    name: str
+    ``fork_safe`` says whether graders forked from this process may share it: a side that keeps
+    what it learns in this process's memory (a recording) is not, and grading then stays serial.
+    """
+
+    fork_safe: bool
 
     def call(self, challenge_id: str, call: dict) -> dict:
         """The reference's result for ``call`` (``{"ok": False, ...}`` if it raised, as the worker says)."""
@@ -176,7 +180,7 @@ class ReferenceSide(Protocol):
 class LiveReference:
     """The reference module, run in-process (it is trusted instructor code)."""
 
-    name = "live"
+    fork_safe = True
 
     def __init__(self, namespace: dict[str, Any], origin: str | None = None):
         self.namespace = namespace
@@ -208,7 +212,7 @@ class LiveReference:
 class FrozenReference:
     """Answers reference calls from fixture files; counts hits and misses per check."""
 
-    name = "frozen"
+    fork_safe = True
 
     def __init__(self, files: dict[str, FixtureFile]):
         self.files = files

@@ -83,7 +83,7 @@ class RecordingReference(LiveReference):
     is stored as a meta tensor, shape and dtype without data.
     """
 
-    name = "recording"
+    fork_safe = False  # what a forked grader recorded would die with it
 
     def __init__(self, namespace: dict[str, Any], origin: str | None = None) -> None:
         super().__init__(namespace, origin)

@@ -63,13 +63,21 @@ def tolerance_for(dtype: torch.dtype, spec: object = "default") -> tuple[float, 
     return DEFAULT_TOLERANCES.get(dtype, (1e-5, 1.3e-6))
 
 
-def mismatch(actual: object, expected: torch.Tensor, *, atol: float, rtol: float,
-             what: str = "output", check_dtype: bool = True) -> str | None:
-    """None when ``actual`` matches ``expected``; otherwise a sentence saying how it differs."""
+def _shape_problem(actual: object, expected: torch.Tensor, what: str) -> str | None:
+    """Not a tensor, or not the expected shape: said before any value is compared."""
     if not isinstance(actual, torch.Tensor):
         return f"{what} is {type(actual).__name__}, expected a tensor of shape {tuple(expected.shape)}"
     if tuple(actual.shape) != tuple(expected.shape):
         return f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+    return None
+
+
+def mismatch(actual: object, expected: torch.Tensor, *, atol: float, rtol: float,
+             what: str = "output", check_dtype: bool = True) -> str | None:
+    """None when ``actual`` matches ``expected``; otherwise a sentence saying how it differs."""
+    problem = _shape_problem(actual, expected, what)
+    if problem:
+        return problem
     if check_dtype and actual.dtype != expected.dtype:
         return (f"{what} has dtype {str(actual.dtype).removeprefix('torch.')}, "
                 f"expected {str(expected.dtype).removeprefix('torch.')}")
@@ -120,10 +128,9 @@ def rounding_mismatch(actual: object, expected: torch.Tensor, *, ulps: int = 1, 
     reduced precision itself rounds several times and is off by an ulp in a large share of the elements.
     ``actual`` is rounded to ``expected.dtype`` first: its dtype is the dtype check's business.
     """
-    if not isinstance(actual, torch.Tensor):
-        return f"{what} is {type(actual).__name__}, expected a tensor of shape {tuple(expected.shape)}"
-    if tuple(actual.shape) != tuple(expected.shape):
-        return f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+    problem = _shape_problem(actual, expected, what)
+    if problem:
+        return problem
     n = expected.numel()
     if n == 0:
         return None

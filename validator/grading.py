@@ -35,6 +35,12 @@ def reproduce_command(challenge: str, check: str, seed: int, student: str | None
             + (f" --profile {quote(profile)}" if profile else "") + (f" --device {quote(device)}" if device else ""))
 
 
+def _import_error(info: dict) -> str:
+    """What an import raised, as the tail of a sentence that has already said what could not be imported."""
+    said = format_exception({"stage": "import", "exception": info}, "").replace("import raised", "")
+    return said.replace(": :", ":").lstrip(": ").strip()
+
+
 def _package_problem(ctx: Context) -> str | None:
     """Why an entry of this challenge cannot be reached in the student's package (not mapped, not importable)."""
     unmapped = ctx.package.unmapped.get(ctx.challenge.id, {})
@@ -45,9 +51,7 @@ def _package_problem(ctx: Context) -> str | None:
         info = errors.get(f"{ctx.challenge.id}.{name}")
         if info:
             target = ctx.target(name)
-            said = format_exception({"stage": "import", "exception": info}, "").replace("import raised", "")
-            return (f"{target.label} ({ctx.challenge.id}.{name}, in {target.file}) could not be loaded:"
-                    f"{said.replace(': :', ':')}")
+            return f"{target.label} ({ctx.challenge.id}.{name}, in {target.file}) could not be loaded: " + _import_error(info)
     return None
 
 
@@ -182,8 +186,7 @@ def grade_challenge(challenge: Challenge, *, worker: Worker, ref: ReferenceSide,
         elif info.get("type") == "WorkerCrashed":
             problem = f"the process importing {what} died: {info.get('message', '')}"
         else:
-            problem = f"{what} could not be imported: " + format_exception({"stage": "import", "exception": info}, "")
-            problem = problem.replace("import raised", "").replace(": :", ":")
+            problem = f"{what} could not be imported: " + _import_error(info)
     else:
         try:
             problem = _probe(ctx)

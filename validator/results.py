@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-FIGURE_KINDS = ("histogram",)
 KINDS = ("shape", "values", "ids", "gradient", "init", "structure",
          "constraint", "performance", "question")
 STATUSES = ("passed", "failed", "error", "skipped", "advisory")
@@ -44,9 +43,6 @@ class Histogram:
     @property
     def n(self) -> int:
         return sum(self.counts) + self.below + self.above
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> "Histogram":

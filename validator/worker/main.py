@@ -30,7 +30,7 @@ _STAGED_ROOT: str | None = None  # set in a sandboxed worker: its scratch dir, w
 
 
 def _load_student(path: str) -> tuple[dict, dict]:
-    from validator.runner import exception_info, install_thread_counter
+    from validator.runner import install_thread_counter
 
     install_thread_counter()  # before student code runs, so a thread it starts is always counted
     spec = importlib.util.spec_from_file_location("student_layers", path)
@@ -42,13 +42,21 @@ def _load_student(path: str) -> tuple[dict, dict]:
     try:
         spec.loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 - any failure at import is reported, not raised
-        info = exception_info(exc, origin=path)
-        if isinstance(exc, SyntaxError):
-            info["where"] = [{"file": path, "line": exc.lineno or 0, "function": "<module>",
-                              "code": (exc.text or "").rstrip()}]
-            info["message"] = exc.msg
-        return {}, info
+        return {}, _import_failure(exc, path, path)
     return vars(module), {}
+
+
+def _import_failure(exc: BaseException, origin: str, shown: str) -> dict:
+    """What importing a student's module raised. A SyntaxError has no frame in the student's file, so it
+    is located by its own file and line (``shown``: the file as the student knows it)."""
+    from validator.runner import exception_info
+
+    info = exception_info(exc, origin=origin)
+    if isinstance(exc, SyntaxError):
+        info["where"] = [{"file": shown, "line": exc.lineno or 0, "function": "<module>",
+                          "code": (exc.text or "").rstrip()}]
+        info["message"] = exc.msg
+    return info
 
 
 def _load_package(root: str, targets: dict) -> tuple[dict, dict]:
@@ -60,7 +68,7 @@ def _load_package(root: str, targets: dict) -> tuple[dict, dict]:
     """
     import importlib
 
-    from validator.runner import exception_info, install_thread_counter
+    from validator.runner import install_thread_counter
 
     install_thread_counter()
     origin = os.path.join(os.path.abspath(root), "")
@@ -76,12 +84,8 @@ def _load_package(root: str, targets: dict) -> tuple[dict, dict]:
                 where = os.path.abspath(getattr(module, "__file__", None) or "")
                 modules[module_name] = module if where.startswith(origin) else _clash(module_name, where)
             except BaseException as exc:  # noqa: BLE001 - reported for the entries of this module only
-                info = exception_info(exc, origin=origin)
-                if isinstance(exc, SyntaxError):
-                    info["where"] = [{"file": _relative(exc.filename or "", origin), "line": exc.lineno or 0,
-                                      "function": "<module>", "code": (exc.text or "").rstrip()}]
-                    info["message"] = exc.msg
-                modules[module_name] = info
+                modules[module_name] = _import_failure(exc, origin,
+                                                       _relative(getattr(exc, "filename", None) or "", origin))
         found = modules[module_name]
         if isinstance(found, dict):
             errors[qualified] = found

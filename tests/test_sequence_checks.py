@@ -265,3 +265,31 @@ def test_causal_and_relation_cases_honour_input_dtype_and_regimes(tmp_path):
     assert all(case.extra == "extra" for case in seen)
     sides = {case.dims["q"] > case.dims["k"] for case in seen if case.dims["q"] != case.dims["k"]}
     assert sides == {True, False} and all(case.dims["q"] != case.dims["k"] for case in seen)
+
+
+def test_an_input_grown_to_hold_its_required_ids_shares_its_grown_batch_dims(tmp_path):
+    """IDs that must repeat need two elements: a drawn batch of (1,) grows to (2,), and the float input
+    drawn after them must get (2,) too, not the (1,) recorded before the growth."""
+    path = tmp_path / "grow.yaml"
+    path.write_text(textwrap.dedent("""\
+        id: grow
+        title: Grow
+        entries:
+          f: {kind: function, call: [ids, x]}
+        dims: {n: [2, 5]}
+        inputs:
+          ids: {type: token_ids, high: n, repeats: true, shape: ["..."], max_leading_dims: 1, max_side: 3}
+          x: {type: float, shape: ["..."], max_leading_dims: 1, max_side: 3}
+        checks:
+          - {id: a, kind: values, test: values, points: 1}
+        """))
+    challenge = load_challenge(path)
+    shapes = []
+
+    @settings(max_examples=60, database=None, deadline=None)
+    @given(case_strategy(challenge, challenge.entries["f"]))
+    def prop(case):
+        shapes.append((tuple(case.inputs["ids"].shape), tuple(case.inputs["x"].shape)))
+    prop()
+    assert (2,) in {ids for ids, _ in shapes}, "the growth this test is about never happened"
+    assert all(ids == x for ids, x in shapes), [s for s in shapes if s[0] != s[1]][:3]

@@ -215,20 +215,21 @@ def _input(draw, spec: InputSpec, dims: dict[str, int], lead: dict | None = None
     if spec.type == "value":
         return literal_or_dim(_pick(spec, draw), dims), notes
     needs_element = spec.inject is not None or spec.include or spec.repeats
-    if lead is not None and "lead" in lead and "..." in spec.shape:
+    shared = lead is not None and "..." in spec.shape
+    if shared and "lead" in lead:
         shape = _with_lead(spec, dims, lead["lead"])
     else:
         shape = draw(_shape_strategy(spec, dims))
-        if lead is not None and "..." in spec.shape:
-            where = spec.shape.index("...")
-            after = len(spec.shape) - where - 1
-            lead["lead"] = tuple(shape[where:len(shape) - after])
     numel = math.prod(shape)
     extra = max(2 if spec.repeats else 1, len(spec.include), len(spec.injected))
     if needs_element and numel < extra:
         shape = tuple(max(s, 1) for s in shape)  # a fixed zero-size dim (seq_len=0) cannot hold the element
         shape = tuple(shape) + (extra,) if not shape else (shape[0] * extra,) + tuple(shape[1:])
         numel = math.prod(shape)
+    if shared and "lead" not in lead:  # recorded as grown above, so the inputs drawn after it agree
+        where = spec.shape.index("...")
+        after = len(spec.shape) - where - 1
+        lead["lead"] = tuple(shape[where:len(shape) - after])
     seed = draw(st.integers(0, 2**31 - 1))
     gen = torch.Generator().manual_seed(seed)
     if spec.type == "mask":

@@ -58,3 +58,17 @@ def test_every_item_matches_submit_build(tmp_path, student):
     got, _ = run_plugin(tmp_path, student, "-n", "2")
     want = expected(student)
     assert got == want
+
+
+@pytest.mark.parametrize("workers", [pytest.param([], id="serial"),
+                                     pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.thorough)])
+def test_validator_html_writes_the_graded_checks_as_one_page(tmp_path, workers):
+    """--validator-html: the page submit-build --html writes, from the controller even when xdist workers grade."""
+    page = tmp_path / "report.html"
+    chosen = ["matches_reference", "id_too_large_raises", "init_distribution"]
+    got, _ = run_plugin(tmp_path, MUTANT, "-k", " or ".join(chosen), f"--validator-html={page}", *workers)
+    assert got["id_too_large_raises"] == "failed"
+    text = page.read_text()
+    assert "token_embedding" in text and "id_too_large_raises" in text and "init_distribution" in text
+    assert "<svg" in text, "the init check's histogram"
+    assert "<script" not in text.lower()

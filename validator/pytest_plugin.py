@@ -13,13 +13,16 @@ not depend on how items were distributed.
 from __future__ import annotations
 
 import functools
+import json
 import random
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 _SEED_KEY = "validator_seed"
+_REPORTS_KEY = "validator_reports"  # what an xdist worker graded, sent to the controller for --validator-html
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -34,6 +37,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--validator-profile", choices=["quick", "default", "ci"],
                     help="hypothesis effort (default: 'ci' when $CI is set, else 'default')")
     group.addoption("--validator-answers", metavar="PATH", help="answers YAML (default: beside layers.py)")
+    group.addoption("--validator-html", metavar="PATH",
+                    help="also write the graded challenges as submit-build --html does: one page, with the "
+                         "init histograms")
     parser.addini("validator", type="bool", default=False, help="collect the validator's checks as test items")
     parser.addini("validator_student", default="", help="default for --validator-student")
 
@@ -60,6 +66,8 @@ class _Run:
         self.seed = _seed(config)
         self.selected: dict[str, set[str]] = {}
         self.reports: dict[str, Any] = {}
+        self.html = config.getoption("--validator-html")
+        self.started = time.perf_counter()
 
     @functools.cached_property
     def challenges_selected(self):
@@ -117,6 +125,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_RUN] = _Run(config)
 
 
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: absent without it
 def pytest_configure_node(node) -> None:  # pytest-xdist: every worker grades with the controller's seed
     run = node.config.stash.get(_RUN, None)
     if run is not None:
@@ -225,3 +234,35 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         questions = {f"question_{q.id}" for q in specs[challenge_id].questions}
         if wanted & questions or set(checks) <= wanted:
             run.selected[challenge_id] = set()  # grade as submit-build does: questions are graded with all checks
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:  # pytest-xdist, on the controller: a worker's graded challenges
+    run = node.config.stash.get(_RUN, None)
+    data = getattr(node, "workeroutput", {}).get(_REPORTS_KEY)
+    if run is not None and data:
+        from validator.batch.reports import report_from_dict
+
+        for challenge in report_from_dict(json.loads(data)).challenges:
+            run.reports.setdefault(challenge.id, challenge)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """``--validator-html``: an xdist worker hands what it graded to the controller, which writes the page."""
+    config = session.config
+    run = config.stash.get(_RUN, None)
+    if run is None or not run.html:
+        return
+    from validator.results import Report
+
+    if hasattr(config, "workeroutput"):
+        graded = Report(challenges=list(run.reports.values()), seed=run.seed, student=str(run.student_file),
+                        profile=run.profile)
+        config.workeroutput[_REPORTS_KEY] = json.dumps(graded.to_dict())
+        return
+    from validator.reporters.html import write_html
+
+    order = [c.id for c in run.challenges_selected]
+    challenges = sorted(run.reports.values(), key=lambda ch: order.index(ch.id) if ch.id in order else len(order))
+    write_html(Report(challenges=challenges, seed=run.seed, student=str(run.student_file), profile=run.profile,
+                      duration_s=time.perf_counter() - run.started), run.html)

@@ -129,3 +129,15 @@ def test_a_scan_is_parsed_once_and_its_findings_cannot_be_changed_through_a_call
     assert {f.what for f in other} == {"threads"}
     edited = integrity.scan_source(source.replace("import threading\n", ""), ["torch.nn.functional.embedding"])
     assert {f.what for f in edited} == {"torch.nn.functional.embedding"}
+
+
+def test_replacing_torch_engine_entry_later_does_not_reach_the_runner(monkeypatch):
+    """Student code runs after the runner is imported; a replaced engine entry (to forge gradients) is not
+    what the runner calls."""
+    def forged(tensors, grads, *args, **kwargs):
+        raise AssertionError("the runner called the student's replacement")
+
+    monkeypatch.setattr(torch.autograd.graph, "_engine_run_backward", forged)
+    x = torch.randn(3, requires_grad=True)
+    runner._backward(x * 3, torch.ones(3))
+    assert torch.equal(x.grad, torch.full((3,), 3.0))

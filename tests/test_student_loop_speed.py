@@ -129,6 +129,10 @@ def test_a_scan_is_parsed_once_and_its_findings_cannot_be_changed_through_a_call
     assert {f.what for f in other} == {"threads"}
     edited = integrity.scan_source(source.replace("import threading\n", ""), ["torch.nn.functional.embedding"])
     assert {f.what for f in edited} == {"torch.nn.functional.embedding"}
+    # the cache keeps plain data, not the tree (a batch grader lives long and a file may be 1 MiB)
+    cached = integrity._scanned("layers.py", source, ("torch.nn.functional.embedding",), frozenset())
+    assert cached[2] == ((0, "", ("torch",)), (0, "", ("threading",)))
+    assert integrity._scanned.cache_info().maxsize <= 16
 
 
 def test_replacing_torch_engine_entry_later_does_not_reach_the_runner(monkeypatch):

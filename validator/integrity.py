@@ -268,16 +268,25 @@ class _Scanner:
             self.add(node.lineno, "computed_getattr", True)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=16)
 def _scanned(file: str, source: str, banned: tuple[str, ...], allow: frozenset[str]
-             ) -> tuple[tuple[Finding, ...], tuple[str, ...], ast.AST]:
-    """One file's findings, the modules it imports and its tree (read only); SyntaxError if it does not parse.
+             ) -> tuple[tuple[Finding, ...], tuple[str, ...], tuple[tuple[int, str, tuple[str, ...]], ...]]:
+    """One file's findings, the modules it imports, and its import statements as (level, module, names)
+    (``import a.b`` is ``(0, "", ("a.b",))``); SyntaxError if it does not parse.
 
     Every source check of every challenge scans the same files: each distinct (file, text, bans)
-    is parsed and walked once per process, not once per check.
+    is parsed and walked once per process, not once per check. The tree itself is not kept (a
+    long-lived batch grader would hold megabytes per file).
     """
     scanner = _Scanner(file, source, list(banned), set(allow))
-    return tuple(scanner.run()), tuple(scanner.imported_modules), scanner.tree
+    found = tuple(scanner.run())
+    statements = []
+    for node in ast.walk(scanner.tree):
+        if isinstance(node, ast.Import):
+            statements.append((0, "", tuple(a.name for a in node.names)))
+        elif isinstance(node, ast.ImportFrom):
+            statements.append((node.level or 0, node.module or "", tuple(a.name for a in node.names)))
+    return found, tuple(scanner.imported_modules), tuple(statements)
 
 
 def scan_source(source: str, banned: list[str], allow: set[str] | frozenset = frozenset(),
@@ -346,24 +355,22 @@ def scan_package(files: dict[str, bytes], modules: list[str], banned: list[str],
         text, cookie = decode_source(rel, files[rel])
         findings.extend(f for f in cookie if f.what not in allow)
         try:
-            found, _, tree = _scanned(rel, text, tuple(banned), frozenset(allow))
+            found, _, statements = _scanned(rel, text, tuple(banned), frozenset(allow))
         except SyntaxError as exc:
             raise Unreadable(f"{rel} does not parse: line {exc.lineno}: {exc.msg}") from None
         findings.extend(found)
         dotted = rel[:-3].replace("/", ".")
         package = dotted.removesuffix(".__init__") if rel.endswith("/__init__.py") else dotted.rpartition(".")[0]
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parts = package.split(".") if package else []
-                    keep = parts[:max(0, len(parts) - (node.level - 1))]
-                    base = ".".join(keep + ([base] if base else []))
-                names = [base] + [f"{base}.{a.name}" for a in node.names if a.name != "*"]
+        for level, module, imported in statements:
+            if not module and not level:  # import a.b, c
+                names = list(imported)
             else:
-                continue
+                base = module
+                if level:
+                    parts = package.split(".") if package else []
+                    keep = parts[:max(0, len(parts) - (level - 1))]
+                    base = ".".join(keep + ([base] if base else []))
+                names = [base] + [f"{base}.{a}" for a in imported if a != "*"]
             for name in names:
                 parts = name.split(".")
                 for i in range(len(parts), 0, -1):  # the longest prefix that is a module of the package

@@ -131,7 +131,7 @@ def test_a_scan_is_parsed_once_and_its_findings_cannot_be_changed_through_a_call
     assert {f.what for f in edited} == {"torch.nn.functional.embedding"}
     # the cache keeps plain data, not the tree (a batch grader lives long and a file may be 1 MiB)
     cached = integrity._scanned("layers.py", source, ("torch.nn.functional.embedding",), frozenset())
-    assert cached[2] == ((0, "", ("torch",)), (0, "", ("threading",)))
+    assert cached[1] == ((0, "", ("torch",)), (0, "", ("threading",)))
     assert integrity._scanned.cache_info().maxsize <= 16
 
 

@@ -164,7 +164,6 @@ class _Scanner:
         self.imports: list[tuple[int, str, str]] = []  # (line, bound name, dotted name)
         self.used: set[str] = set()           # bound names loaded somewhere
         self.found: dict[tuple[int, str], Finding] = {}
-        self.imported_modules: list[str] = []
         self.assigned = {n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         self.assigned |= {n.name for n in ast.walk(self.tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
         self.assigned |= {a.arg for n in ast.walk(self.tree) if isinstance(n, ast.arguments)
@@ -206,10 +205,8 @@ class _Scanner:
                     bound = a.asname or a.name.split(".")[0]
                     self.aliases[bound] = a.name if a.asname else a.name.split(".")[0]
                     self.imports.append((node.lineno, bound, a.name))
-                    self.imported_modules.append(a.name)
             elif isinstance(node, ast.ImportFrom):
                 module = "." * node.level + (node.module or "")
-                self.imported_modules.append(module)
                 for a in node.names:
                     if a.name == "*":
                         self.classify(node.lineno, f"{module}.*")
@@ -218,7 +215,6 @@ class _Scanner:
                     bound = a.asname or a.name
                     self.aliases[bound] = f"{module}.{a.name}"
                     self.imports.append((node.lineno, bound, f"{module}.{a.name}"))
-                    self.imported_modules.append(f"{module}.{a.name}")
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store):
                 self.used.add(node.id)
@@ -270,9 +266,9 @@ class _Scanner:
 
 @functools.lru_cache(maxsize=16)
 def _scanned(file: str, source: str, banned: tuple[str, ...], allow: frozenset[str]
-             ) -> tuple[tuple[Finding, ...], tuple[str, ...], tuple[tuple[int, str, tuple[str, ...]], ...]]:
-    """One file's findings, the modules it imports, and its import statements as (level, module, names)
-    (``import a.b`` is ``(0, "", ("a.b",))``); SyntaxError if it does not parse.
+             ) -> tuple[tuple[Finding, ...], tuple[tuple[int, str, tuple[str, ...]], ...]]:
+    """One file's findings and its import statements as (level, module, names) (``import a.b`` is
+    ``(0, "", ("a.b",))``); SyntaxError if it does not parse.
 
     Every source check of every challenge scans the same files: each distinct (file, text, bans)
     is parsed and walked once per process, not once per check. The tree itself is not kept (a
@@ -286,13 +282,27 @@ def _scanned(file: str, source: str, banned: tuple[str, ...], allow: frozenset[s
             statements.append((0, "", tuple(a.name for a in node.names)))
         elif isinstance(node, ast.ImportFrom):
             statements.append((node.level or 0, node.module or "", tuple(a.name for a in node.names)))
-    return found, tuple(scanner.imported_modules), tuple(statements)
+    return found, tuple(statements)
 
 
 def scan_source(source: str, banned: list[str], allow: set[str] | frozenset = frozenset(),
                 file: str = "layers.py") -> list[Finding]:
     """Findings in one decoded source; raises SyntaxError if it does not parse."""
     return list(_scanned(file, source, tuple(banned), frozenset(allow))[0])
+
+
+def _imported_modules(statements) -> list[str]:
+    """Every module an import statement may name, relative ones with their dots: ``import a.b`` is
+    ``a.b``; ``from .h import f`` is ``.h`` and ``.h.f`` (``f`` may be a module of package ``h``)."""
+    out: list[str] = []
+    for level, module, names in statements:
+        if not level and not module:  # import a.b, c
+            out.extend(names)
+            continue
+        base = "." * level + module
+        out.append(base)
+        out.extend(f"{base}.{name}" for name in names if name != "*")
+    return out
 
 
 def scan_submission(student_file: str | Path, banned: list[str], allow: set[str] | frozenset = frozenset()
@@ -310,11 +320,11 @@ def scan_submission(student_file: str | Path, banned: list[str], allow: set[str]
         text, cookie = decode_source(path.name, data)
         findings.extend(f for f in cookie if f.what not in allow)
         try:
-            found, imported, _ = _scanned(path.name, text, tuple(banned), frozenset(allow))
+            found, statements = _scanned(path.name, text, tuple(banned), frozenset(allow))
         except SyntaxError as exc:
             raise Unreadable(f"{path.name} does not parse: line {exc.lineno}: {exc.msg}") from None
         findings.extend(found)
-        for module in imported:
+        for module in _imported_modules(statements):
             top = module.lstrip(".").split(".")[0]
             for candidate in (folder / f"{top}.py", folder / top / "__init__.py"):
                 if top and candidate.name != student_file.name and candidate.exists() and candidate != path:
@@ -355,7 +365,7 @@ def scan_package(files: dict[str, bytes], modules: list[str], banned: list[str],
         text, cookie = decode_source(rel, files[rel])
         findings.extend(f for f in cookie if f.what not in allow)
         try:
-            found, _, statements = _scanned(rel, text, tuple(banned), frozenset(allow))
+            found, statements = _scanned(rel, text, tuple(banned), frozenset(allow))
         except SyntaxError as exc:
             raise Unreadable(f"{rel} does not parse: line {exc.lineno}: {exc.msg}") from None
         findings.extend(found)

@@ -128,10 +128,10 @@ def case_call(ctx: Context, check: CheckSpec, p: CaseParams, case, want: list[st
     from the case's dims and seed), train or eval mode, the check's dtype for inputs and parameters,
     and its stand-ins. Every case check builds its calls here, so both sides see the same call."""
     name, entry = entry_of(ctx, check)
-    dtype = getattr(torch, p.dtype) if p.dtype else torch.get_default_dtype()
-    return ctx.build_call(name, case, want=want, state=state if state is not None else _state(ctx, name, case, dtype),
-                          train=p.train, input_dtype=dtype if p.dtype else None,
-                          init_kwargs={"dtype": dtype} if p.dtype and entry.kind == "module" else None,
+    dtype = getattr(torch, p.dtype) if p.dtype else None
+    return ctx.build_call(name, case, want=want, state=state if state is not None else case_weights(ctx, check, p, case),
+                          train=p.train, input_dtype=dtype,
+                          init_kwargs={"dtype": dtype} if dtype is not None and entry.kind == "module" else None,
                           **stand_in_extra(p))
 
 

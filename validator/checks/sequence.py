@@ -39,10 +39,6 @@ def _attach(drawn) -> Case:
     return case
 
 
-def _call(ctx: Context, check: CheckSpec, p: CaseParams, case: Case, state) -> dict:
-    return case_call(ctx, check, p, case, ["output"], state)
-
-
 def _tolerance(ctx: Context, ref: torch.Tensor, spec) -> tuple[float, float]:
     return tolerance_for(ref.dtype, spec if spec is not None else ctx.challenge.tolerance)
 
@@ -112,7 +108,7 @@ def causal(ctx: Context, check: CheckSpec, p: CausalParams) -> str:
         case.notes.append(f"inputs {', '.join(p.sequence)} changed at every position after {cut}")
         state = case_weights(ctx, check, p, case)
         other = _perturbed(ctx, case, p, cut, case.seed ^ 0xC0FFEE)
-        base, changed = _outputs(ctx, check, [_call(ctx, check, p, case, state), _call(ctx, check, p, other, state)])
+        base, changed = _outputs(ctx, check, [case_call(ctx, check, p, case, ["output"], state), case_call(ctx, check, p, other, ["output"], state)])
         for out in (base, changed):
             if not isinstance(out, torch.Tensor) or out.dim() == 0:
                 what = "a 0-d tensor" if isinstance(out, torch.Tensor) else f"a {type(out).__name__}"
@@ -224,11 +220,11 @@ def relation(ctx: Context, check: CheckSpec, p: RelationParams) -> str:
     def body(case):
         amount = case.extra
         state = case_weights(ctx, check, p, case)
-        calls = [_call(ctx, check, p, case, state)]
+        calls = [case_call(ctx, check, p, case, ["output"], state)]
         if p.transform is not None:
             other = _transformed(case, p.transform, amount)
             case.notes.append(other.notes[-1])
-            calls.append(_call(ctx, check, p, other, state))
+            calls.append(case_call(ctx, check, p, other, ["output"], state))
         # the reference is held to the relation first: a tolerance too tight for it is a spec error
         for side in ("reference", "student"):
             outs = ([ctx.reference_call(c)["output"] for c in calls] if side == "reference"

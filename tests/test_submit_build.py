@@ -222,3 +222,35 @@ def test_an_init_check_shows_the_exception_the_constructor_raised(tmp_path):
             assert check.status == "error", (check.id, check.status, check.message)
             assert "ValueError" in check.message and "no table for you" in check.message, check.message
             assert "layers.py" in check.message, check.message
+
+
+def test_a_forward_that_raises_on_a_perturbed_weight_is_named_by_the_finite_difference_check(tmp_path):
+    """The finite-difference check says which exception the forward raised, and where, on a perturbed weight."""
+    from helpers import grade_file
+
+    layers = tmp_path / "layers.py"
+    layers.write_text(textwrap.dedent('''\
+        import torch
+        from torch import nn
+
+        _FIRST = []
+
+
+        class Embedding(nn.Module):
+            def __init__(self, num_embeddings, embedding_dim, device=None, dtype=None):
+                super().__init__()
+                self.weight = nn.Parameter(torch.randn(num_embeddings, embedding_dim, device=device, dtype=dtype))
+
+            def forward(self, token_ids):
+                w = self.weight.detach()
+                if not _FIRST or _FIRST[0].shape != w.shape or _FIRST[0].dtype != w.dtype:
+                    _FIRST[:] = [w.clone()]
+                elif not torch.equal(w, _FIRST[0]) and torch.allclose(w, _FIRST[0], atol=1e-3):
+                    raise ValueError("a nudged weight")
+                return self.weight[token_ids]
+        '''))
+    (result,) = grade_file(layers, "token_embedding", checks=["gradcheck"])
+    (check,) = [c for c in result.checks if c.id == "gradcheck"]
+    assert check.status == "error", (check.status, check.message)
+    assert "slightly perturbed weight" in check.message and "ValueError" in check.message, check.message
+    assert "a nudged weight" in check.message and "layers.py" in check.message, check.message

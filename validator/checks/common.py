@@ -66,13 +66,14 @@ def run_student(ctx: Context, check: CheckSpec, call: dict, doing: str = "runnin
     return raise_if_failed(ctx, call, ctx.student(call, check.timeout, doing))
 
 
-def raise_if_failed(ctx: Context, call: dict, result: dict) -> dict:
+def raise_if_failed(ctx: Context, call: dict, result: dict, during: str = "") -> dict:
     """``result`` of ``call`` if it succeeded; else the student's exception (CheckErrored, with its
-    location) or the grader's (GraderFailure), raised without running anything again."""
+    location; ``during`` says what the call was for) or the grader's (GraderFailure), raised without
+    running anything again."""
     if not result.get("ok"):
         if is_grader_failure(result):
             raise GraderFailure(format_exception(result, call["entry"]) + _load_advice(ctx, call))
-        raise CheckErrored(format_exception(result, call["entry"]))
+        raise CheckErrored((f"{during}: " if during else "") + format_exception(result, call["entry"]))
     return result
 
 

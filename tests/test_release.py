@@ -206,7 +206,44 @@ def test_instructor_commands_are_not_in_a_handout(released):
 
 
 # -- the autograder bundle ---------------------------------------------------------------------
-def test_autograder_bundle_grades_a_submission(released, tmp_path):
+def dependencies_only_python(base: Path) -> Path:
+    """A Python that has the grader's dependencies and not the grader: what setup.sh leaves on Gradescope.
+
+    The test environment installs the project in editable mode, which would make ``import validator``
+    work from anywhere (and grade with the repository's copy rather than the bundle's). A venv whose
+    .pth lists this environment's site-packages gets torch, hypothesis and the rest, but not the
+    editable finder: .pth files are processed only in the venv's own site-packages.
+    """
+    venv = base / "deps-only"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    [site] = list((venv / "lib").glob("python3*/site-packages"))
+    here = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
+    (site / "dependencies.pth").write_text("\n".join(here) + "\n")
+    python = venv / "bin" / "python"
+    probe = subprocess.run([str(python), "-c", "import torch, hypothesis, yaml\n"
+                            "try:\n    import validator\nexcept ImportError:\n    print('no grader')"],
+                           capture_output=True, text=True, cwd="/", env=clean_env(), timeout=120)
+    assert probe.returncode == 0 and probe.stdout.strip() == "no grader", probe.stdout + probe.stderr
+    return python
+
+
+def gradescope_layout(bundle: Path, root: Path) -> Path:
+    """Gradescope's layout: the zip the instructor uploads unpacked into ROOT/source, and a copy of its
+    run_autograder at ROOT/run_autograder, which is what Gradescope runs (returned)."""
+    import zipfile
+
+    archive = root.parent / f"{root.name}-upload.zip"
+    with zipfile.ZipFile(archive, "w") as zf:  # the bundle's contents at the zip's root, as uploaded
+        for path in sorted(bundle.rglob("*")):
+            if path.is_file():
+                zf.write(path, path.relative_to(bundle).as_posix())
+    (root / "source").mkdir(parents=True)
+    subprocess.run(["unzip", "-q", str(archive), "-d", str(root / "source")], check=True)
+    shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
+    return root / "run_autograder"
+
+
+def test_autograder_bundle_grades_a_submission_in_gradescopes_layout(released, tmp_path):
     bundle = released["bundle"]
     for name in ("setup.sh", "run_autograder", ".github/workflows/grade.yml", "reference/layers.py",
                  "reference/answer_key.yaml", "challenges/scaling.yaml", "validator/instructor/gradescope.py"):
@@ -217,16 +254,29 @@ def test_autograder_bundle_grades_a_submission(released, tmp_path):
                                               for s in workflow["jobs"]["grade"]["steps"])
     assert "run_autograder" in (bundle / "grade_github.sh").read_text()
     ag = tmp_path / "autograder"
+    script = gradescope_layout(bundle, ag)
     (ag / "submission" / "student").mkdir(parents=True)
     (ag / "submission" / "student" / "layers.py").write_text(CORRECT)
     (ag / "submission" / "student" / "answers.yaml").write_text("scaling: {factor: 3, kind: b}\n")
-    env = clean_env(AUTOGRADER_ROOT=str(ag), VALIDATOR_PROFILE="quick", PYTHON=sys.executable)
-    done = subprocess.run(["bash", str(bundle / "run_autograder")], env=env, capture_output=True, text=True,
-                          timeout=600)
+    python = dependencies_only_python(tmp_path)
+    env = clean_env(AUTOGRADER_ROOT=str(ag), VALIDATOR_PROFILE="quick", PYTHON=str(python))
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=600, cwd=str(ag))
     assert done.returncode == 0, done.stdout + done.stderr
     results = json.loads((ag / "results" / "results.json").read_text())
     assert results["score"] == sum(t["max_score"] for t in results["tests"]) > 0, results
     assert {t["status"] for t in results["tests"]} == {"passed"}
+
+
+def test_setup_installs_every_dependency_of_the_grader(released):
+    """setup.sh is the only install Gradescope does: it must name every dependency pyproject.toml declares."""
+    from validator.tomlcompat import tomllib
+
+    setup = (released["bundle"] / "setup.sh").read_text()
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for dep in declared:
+        name = dep.split(";")[0].split(">")[0].split("=")[0].split("<")[0].strip()
+        assert name in setup, f"setup.sh does not install {name}"
+    assert "pip install -e" not in setup and "hypothesis==" in setup
 
 
 @needs_sandbox

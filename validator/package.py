@@ -204,7 +204,7 @@ def read_files(root: Path) -> tuple[dict[str, Path], dict[str, bytes], list[str]
 
 
 def _parse_toml(raw: bytes, where: str) -> dict[str, Any]:
-    import tomllib
+    from validator.tomlcompat import tomllib
 
     try:
         return tomllib.loads(raw.decode("utf-8"))

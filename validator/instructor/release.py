@@ -281,13 +281,13 @@ def handout(out: Path, *, force: bool = False, challenges_dir: Path | None = Non
 
 
 SETUP_SH = """#!/usr/bin/env bash
-# Gradescope: install the grader's dependencies (runs once, when the image is built).
+# Gradescope: install the grader's dependencies (runs once, when the image is built). The grader itself is
+# not installed: run_autograder runs it from the bundle's folder, where it finds its challenges and reference.
 set -euo pipefail
-cd "$(dirname "$0")"
 PY=${{PYTHON:-python3}}
 $PY -m pip install --upgrade pip
 $PY -m pip install "torch=={torch}" --index-url https://download.pytorch.org/whl/cpu
-$PY -m pip install "hypothesis=={hypothesis}" "jaxtyping>=0.2.28" "pyyaml>=6.0" "pydantic>=2.6" "rich>=13.0"
+$PY -m pip install {requirements}
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
@@ -297,7 +297,10 @@ RUN_AUTOGRADER = """#!/usr/bin/env bash
 # VALIDATOR_ALLOW_DEGRADED=1 (or allow_degraded: true in autograder.yaml).
 # PYTHON, VALIDATOR_PROFILE, AUTOGRADER_TIMEOUT and AUTOGRADER_MEMORY override the defaults.
 set -uo pipefail
-SRC="$(cd "$(dirname "$0")" && pwd)"
+# Gradescope unpacks the bundle into /autograder/source and runs a copy of this script from /autograder;
+# run in place (the GitHub step, by hand) the bundle is this script's own folder.
+HERE="$(cd "$(dirname "$0")" && pwd)"
+if [ -d "$HERE/source/validator" ]; then SRC="$HERE/source"; else SRC="$HERE"; fi
 PY=${PYTHON:-python3}
 export PYTHONPATH="$SRC" PYTHONDONTWRITEBYTECODE=1
 cd "$SRC"
@@ -374,6 +377,19 @@ jobs:
 """
 
 
+def setup_requirements(project_root: Path) -> str:
+    """The grader's dependencies as setup.sh installs them: the project's own list (torch apart, installed
+    first from the CPU index), with hypothesis pinned to the version that recorded the fixtures."""
+    import shlex
+
+    from validator.tomlcompat import tomllib
+
+    deps = tomllib.loads((project_root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    pinned = [f"hypothesis=={versions()['hypothesis']}" if re.match(r"hypothesis\b", d) else d
+              for d in deps if not re.match(r"torch\b", d)]
+    return " ".join(shlex.quote(d) for d in pinned)
+
+
 def build_autograder(out: Path, *, force: bool = False, challenges_dir: Path | None = None,
                      reference_dir: Path | None = None, allow_degraded: bool = False) -> list[str]:
     """Build the grading bundle in ``out``; returns its top-level entries.
@@ -398,7 +414,8 @@ def build_autograder(out: Path, *, force: bool = False, challenges_dir: Path | N
         if (root / name).exists():
             shutil.copy2(root / name, out / name)
     v = versions()
-    for name, text in (("setup.sh", SETUP_SH.format(**v)), ("run_autograder", RUN_AUTOGRADER),
+    for name, text in (("setup.sh", SETUP_SH.format(torch=v["torch"], requirements=setup_requirements(root))),
+                       ("run_autograder", RUN_AUTOGRADER),
                        ("grade_github.sh", GRADE_GITHUB)):
         (out / name).write_text(text, encoding="utf-8")
         (out / name).chmod(0o755)

@@ -10,7 +10,8 @@ import torch
 
 from validator import checks
 from validator.instructor.fixtures import RecordingReference
-from validator.reference_side import DEFERRED, FixtureFile, FrozenReference, LiveReference, live_only_tests
+from validator.checks import live_only_tests
+from validator.reference_side import DEFERRED, FixtureFile, FrozenReference, LiveReference
 
 ROOT = Path(__file__).resolve().parents[1]
 

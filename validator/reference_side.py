@@ -46,14 +46,6 @@ def fixture_path(challenges_dir: Path, challenge_id: str) -> Path:
     return Path(challenges_dir) / "fixtures" / f"{challenge_id}{SUFFIX}"
 
 
-def live_only_tests() -> frozenset[str]:
-    """Tests that measure the reference itself (its wall time): no stored value can stand in for it."""
-    from validator import checks
-
-    checks._load_all()
-    return frozenset(name for name, test in checks.REGISTRY.items() if test.live_reference)
-
-
 # -- the key --------------------------------------------------------------------
 def _feed(h: "hashlib._Hash", obj: Any) -> None:
     if isinstance(obj, torch.Tensor):

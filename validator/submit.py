@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
@@ -52,56 +53,63 @@ def ask_missing(challenges: list[Challenge], answers: dict[str, dict[str, Any]],
     return asked
 
 
-def submit_build(*, challenges: Sequence[str] | None = None, student: str | None = None,
-                 answers: str | None = None, json_path: str | None = None, html_path: str | None = None,
-                 seed: int | None = None,
-                 checks: Sequence[str] | None = None, profile: str | None = None,
-                 interactive: bool | None = None, timeout: float | None = None, challenges_dir: str | None = None,
-                 reference_dir: str | None = None, device: str | None = None, jobs: int | None = None,
-                 map_path: str | None = None,
-                 console=None) -> tuple[int, Report | None]:
-    """Grade and report; returns (exit status, report).
+@dataclass(frozen=True)
+class SubmitOptions:
+    """What one `submit-build` run was asked for, said once (the CLI's flags, or a caller's keywords).
 
     ``student`` is a layers.py, a folder holding one, or the root of the student's own package
     graded through a mapping (its pyproject.toml's ``[tool.validator]``, or ``map_path``).
     ``html_path`` also writes the report as one self-contained HTML page (plots included); a failure
     to write it is printed and never changes the grade or the exit status.
     """
+
+    challenges: Sequence[str] | None = None
+    student: str | None = None
+    map_path: str | None = None
+    answers: str | None = None
+    json_path: str | None = None
+    html_path: str | None = None
+    seed: int | None = None
+    checks: Sequence[str] | None = None
+    profile: str | None = None
+    interactive: bool | None = None
+    timeout: float | None = None
+    device: str | None = None
+    jobs: int | None = None
+    challenges_dir: str | None = None
+    reference_dir: str | None = None
+
+
+def submit_build(*, console=None, **options: Any) -> tuple[int, Report | None]:
+    """Grade and report; returns (exit status, report). ``options`` are :class:`SubmitOptions`' fields."""
+    opts = SubmitOptions(**options)
     console = console or make_console()
     started = time.perf_counter()
-    check_device(device)
-    root = _package_root(student, map_path)
+    check_device(opts.device)
+    root = _package_root(opts.student, opts.map_path)
     if root is not None:
-        return _submit_package(root, started=started, console=console, challenges=challenges, student=student,
-                               answers=answers, json_path=json_path, seed=seed, checks=checks, profile=profile,
-                               interactive=interactive, timeout=timeout, challenges_dir=challenges_dir,
-                               reference_dir=reference_dir, device=device, map_path=map_path, jobs=jobs,
-                               html_path=html_path)
-    student_file = paths.student_file(student)
+        return _submit_package(root, opts, started=started, console=console)
+    student_file = paths.student_file(opts.student)
     if not student_file.exists():
         raise UsageError(f"no student file at {student_file} (pass --student PATH to a layers.py or its folder, or "
                          "to the root of your own package with a [tool.validator.map] table in its pyproject.toml or "
                          "a --map file: see docs/packages.md)")
     if student_file.suffix != ".py" or (not student_file.is_file() and not student_file.is_symlink()):
-        raise UsageError(f"--student {student}: {student_file} is not a Python file (pass a layers.py or the "
+        raise UsageError(f"--student {opts.student}: {student_file} is not a Python file (pass a layers.py or the "
                          "folder that holds one)")
     try:  # the same bounds as batch grading: a regular file, not a link, at most MAX_SOURCE_BYTES
         read_submission_file(student_file, cap=MAX_SOURCE_BYTES, what=str(student_file))
     except IntakeError as exc:
         raise UsageError(str(exc)) from None
-    if answers and not Path(answers).is_file():
-        raise UsageError(f"--answers {answers}: no such file (leave --answers out to use answers.yaml beside "
+    if opts.answers and not Path(opts.answers).is_file():
+        raise UsageError(f"--answers {opts.answers}: no such file (leave --answers out to use answers.yaml beside "
                          "layers.py)")
     worker = Worker(student_file)
     worker.start()  # imports torch while the specs load and questions are asked
     try:
-        catalogue = load_catalogue(challenges_dir or paths.challenges_dir())
-        selected = select_challenges(catalogue, challenges)
-        return _grade_and_report(worker, student_file, catalogue, selected, started=started, console=console,
-                                 challenges=challenges, student=student, answers=answers, json_path=json_path,
-                                 seed=seed, checks=checks, profile=profile, interactive=interactive, timeout=timeout,
-                                 challenges_dir=challenges_dir, reference_dir=reference_dir, device=device,
-                                 jobs=jobs, html_path=html_path)
+        catalogue = load_catalogue(opts.challenges_dir or paths.challenges_dir())
+        selected = select_challenges(catalogue, opts.challenges)
+        return _grade_and_report(worker, student_file, catalogue, selected, opts, started=started, console=console)
     finally:
         worker.close()
 
@@ -140,39 +148,35 @@ def _package_root(student: str | None, map_path: str | None) -> Path | None:
     return None
 
 
-def _submit_package(root: Path, *, started: float, console, challenges, student, answers, json_path, seed, checks,
-                    profile, interactive, timeout, challenges_dir, reference_dir, device, map_path, jobs, html_path):
+def _submit_package(root: Path, opts: SubmitOptions, *, started: float, console) -> tuple[int, Report]:
     """submit-build for a student's own package: read and check the mapping, stage the files, grade."""
     from validator.package import MapError, load_package
 
-    if answers and not Path(answers).is_file():
-        raise UsageError(f"--answers {answers}: no such file (leave --answers out to use answers.yaml at the "
+    if opts.answers and not Path(opts.answers).is_file():
+        raise UsageError(f"--answers {opts.answers}: no such file (leave --answers out to use answers.yaml at the "
                          "package root)")
-    catalogue = load_catalogue(challenges_dir or paths.challenges_dir())
+    catalogue = load_catalogue(opts.challenges_dir or paths.challenges_dir())
     try:  # before any process starts: a mapping that cannot be used is a usage error, with every problem named
-        package = load_package(root, catalogue, map_path=map_path, map_arg=map_path)
+        package = load_package(root, catalogue, map_path=opts.map_path, map_arg=opts.map_path)
     except MapError as exc:
         raise UsageError("the package's mapping cannot be used:\n  " + "\n  ".join(exc.problems)) from None
-    wanted = list(challenges or []) or package.mapped_challenges(list(catalogue))
+    wanted = list(opts.challenges or []) or package.mapped_challenges(list(catalogue))
     if not wanted:
         raise UsageError(f"{package.map_name} maps no entry of any challenge: add lines like "
                          '"token_embedding.Embedding" = "your_package.module:YourClass" under [tool.validator.map]')
     selected = select_challenges(catalogue, wanted)
     with package.staged_worker(root) as worker:
         worker.start()
-        return _grade_and_report(worker, root, catalogue, selected, started=started, console=console,
-                                 challenges=challenges, student=student, answers=answers, json_path=json_path,
-                                 seed=seed, checks=checks, profile=profile, interactive=interactive, timeout=timeout,
-                                 challenges_dir=challenges_dir, reference_dir=reference_dir, device=device,
-                                 package=package, jobs=jobs, html_path=html_path)
+        return _grade_and_report(worker, root, catalogue, selected, opts, started=started, console=console,
+                                 package=package)
 
 
-def _grade_and_report(worker: Worker, student_file: Path, catalogue, selected, *, started, console, challenges,
-                      student, answers, json_path, seed, checks, profile, interactive, timeout, challenges_dir,
-                      reference_dir, device, jobs=None, html_path=None, package=None) -> tuple[int, Report]:
+def _grade_and_report(worker: Worker, student_file: Path, catalogue, selected, opts: SubmitOptions, *,
+                      started: float, console, package=None) -> tuple[int, Report]:
     from validator.reporters import terminal
     from validator.reporters.json_report import write_json
 
+    checks = opts.checks
     if checks:
         known = {c.id for ch in selected for c in ch.checks}
         unknown = [c for c in checks if c not in known]
@@ -180,38 +184,40 @@ def _grade_and_report(worker: Worker, student_file: Path, catalogue, selected, *
             where = ", ".join(c.id for c in selected)
             raise UsageError(f"--check {', '.join(unknown)}: no such check in {where}; checks there: "
                              + ", ".join(sorted(known)))
-    answers_path = Path(answers) if answers else (
+    answers_path = Path(opts.answers) if opts.answers else (
         student_file if package is not None else student_file.parent) / "answers.yaml"
     given = load_answers(answers_path)
+    interactive = opts.interactive
     if interactive is None:
         interactive = sys.stdin.isatty() and not checks
     if interactive:
         ask_missing(selected, given, answers_path)
-    recorded = handout_seeds(challenges=[c.id for c in selected], challenges_dir=challenges_dir,
-                             reference_dir=reference_dir)
+    recorded = handout_seeds(challenges=[c.id for c in selected], challenges_dir=opts.challenges_dir,
+                             reference_dir=opts.reference_dir)
+    seed = opts.seed
     if recorded and seed is not None and seed not in recorded:
         raise UsageError(f"this handout holds reference results for seeds {', '.join(map(str, recorded))} "
                          f"only; --seed {seed} is not one of them")
     run_seed = seed if seed is not None else (random.SystemRandom().choice(recorded) if recorded
                                                else random.SystemRandom().randrange(2**31))
-    prof = profile_name(profile)
+    prof = profile_name(opts.profile)
     terminal.render_header(console, seed=run_seed, profile=prof, student=str(student_file),
-                           challenges=[c.id for c in selected] if challenges else [], device=device,
-                           student_arg=student, checks=list(checks or []),
+                           challenges=[c.id for c in selected] if opts.challenges else [], device=opts.device,
+                           student_arg=opts.student, checks=list(checks or []),
                            map_arg=package.map_arg if package is not None else None)
     if not checks:
         terminal.render_answer_formats(console, {c.id: answer_formats(c, given.get(c.id, {})) for c in selected})
     report = grade(student_file, challenges=[c.id for c in selected], seed=run_seed, profile=prof,
-                   answers=given, checks=checks, reference_dir=reference_dir, worker=worker,
-                   catalogue=catalogue, student_arg=student, timeout=timeout, device=device,
-                   jobs=default_jobs(len(selected)) if jobs is None else max(1, jobs),
+                   answers=given, checks=checks, reference_dir=opts.reference_dir, worker=worker,
+                   catalogue=catalogue, student_arg=opts.student, timeout=opts.timeout, device=opts.device,
+                   jobs=default_jobs(len(selected)) if opts.jobs is None else max(1, opts.jobs),
                    on_challenge=lambda res: terminal.render_challenge(console, res), package=package)
     report.duration_s = time.perf_counter() - started
     terminal.render_summary(console, report)
-    if json_path:
-        write_json(report, json_path)
-    if html_path:
-        write_html_report(report, html_path, console)
+    if opts.json_path:
+        write_json(report, opts.json_path)
+    if opts.html_path:
+        write_html_report(report, opts.html_path, console)
     return (EXIT_OK if report.ok or (recorded and _handout_ok(report)) else EXIT_SHORT), report
 
 

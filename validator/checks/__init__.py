@@ -84,6 +84,12 @@ def get(name: str) -> Test:
     return REGISTRY[name]
 
 
+def live_only_tests() -> frozenset[str]:
+    """Tests that measure the reference itself (its wall time): no stored value can stand in for it."""
+    _load_all()
+    return frozenset(name for name, test in REGISTRY.items() if test.live_reference)
+
+
 def validate_check_params(challenge: Challenge) -> list[tuple[tuple, str]]:
     """Spec-load hook: unknown tests and bad test parameters, with their locations."""
     _load_all()

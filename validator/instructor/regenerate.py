@@ -19,7 +19,8 @@ from typing import Sequence
 from validator import paths
 from validator.instructor import docs, stubgen
 from validator.instructor.fixtures import fingerprint
-from validator.reference_side import FixtureFile, fixture_path, live_only_tests, versions
+from validator.checks import live_only_tests
+from validator.reference_side import FixtureFile, fixture_path, versions
 from validator.instructor.selfcheck import check_challenge, key_answers, live_shortfall, record
 from validator.questions import load_key
 from validator.spec import Challenge, SpecError, load_catalogue

@@ -9,7 +9,8 @@ from typing import Any
 
 from validator.api import grade
 from validator.instructor.fixtures import RecordingReference, fingerprint
-from validator.reference_side import (RECORD_PROFILES, RECORD_SEEDS, FixtureFile, fixture_path, live_only_tests,
+from validator.checks import live_only_tests
+from validator.reference_side import (RECORD_PROFILES, RECORD_SEEDS, FixtureFile, fixture_path,
                                       versions)
 from validator.results import ChallengeResult
 from validator.spec.schema import Challenge

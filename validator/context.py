@@ -39,6 +39,14 @@ class CheckSkipped(Exception):
     """The check has nothing to observe (another check owns the cause); the message says why."""
 
 
+class NotGraded(CheckSkipped):
+    """The check cannot observe this entry the way it is reached (through a repository's tests/adapters.py):
+    it is reported as not graded, with the reason, and counts for nothing either way."""
+
+
+NOT_GRADED_STAGE = "not_graded"  # a worker reply's stage when a call cannot be made through the adapter
+
+
 class ReferenceUnavailable(Exception):
     """Handout mode: the frozen reference holds no result for a call made outside a hypothesis search."""
 
@@ -104,6 +112,11 @@ class Context:
         """The package's object for an entry (validator.package.Target), or None for layers.py."""
         return self.package.target(self.challenge.id, entry_name) if self.package is not None else None
 
+    def adapted(self, entry_name: str) -> bool:
+        """Whether the entry is reached through the repository's tests/adapters.py (validator.adapters)."""
+        target = self.target(entry_name)
+        return target is not None and target.adapter is not None
+
     def label(self, entry_name: str) -> str:
         """How messages name the student's object: ``cs336_basics.model:MyEmbedding``, or the entry's name."""
         target = self.target(entry_name)
@@ -152,7 +165,8 @@ class Context:
                 "init_kwargs": {**{k: (resolve(v, case.dims) if isinstance(v, str) else v)
                                    for k, v in entry.init_kwargs.items()}, **(init_kwargs or {})},
                 "default_dtype": default_dtype, "grad_output": grad_output,
-                "train": train if entry.kind == "module" else None, "state": state}
+                "train": train if entry.kind == "module" else None, "state": state,
+                "_dims": dict(case.dims)}  # grader-side only (see for_student); keys starting with _ are not sent
         call.update(extra)
         return call
 
@@ -162,12 +176,20 @@ class Context:
             raise CheckErrored(f"the grader cannot load its test weights into {self.label(call['entry'])}: "
                                f"{self.param_problems.get(call['entry'], '')}")
         mapping = self._param_map(call)
+        adapted = self.adapted(call["entry"])
+        dims = call.get("_dims")
+        call = {k: v for k, v in call.items() if not k.startswith("_")}
+        if adapted and not call.get("state") and self.challenge.entries[call["entry"]].parameters:
+            # an adapter always loads weights: give it test weights of the call's dtype (its init checks read
+            # what the constructor made, recorded before the adapter loads them)
+            call["state"] = self.make_state(self.challenge.entries[call["entry"]], dims or {}, call.get("seed") or 0,
+                                            _call_dtype(call))
         if self.device is not None and "device" not in call:  # a call may pin its device (timing does)
             call = dict(call, device=self.device)
         if self.package is not None:  # the worker holds the package's objects under "challenge.Entry"
             entry = self.challenge.entries[call["entry"]]
             call = dict(call, entry=f"{self.challenge.id}.{call['entry']}")
-            if entry.kind == "module":
+            if entry.kind == "module" and not adapted:
                 call["contract_order"] = [str(a) for a in entry.init] + list(entry.accepts)
         if call.get("state"):
             call = dict(call, state={mapping.get(k, k): v for k, v in call["state"].items()})
@@ -175,14 +197,14 @@ class Context:
 
     def student(self, call: dict, timeout: float, doing: str = "running your code") -> dict:
         reply = self.worker.request({"op": "execute", "call": self.for_student(call)}, self._timeout(timeout), doing)
-        return self._rename_back(call, reply)
+        return self._rename_back(call, _raise_if_not_graded(reply))
 
     def student_many(self, calls: list[dict], timeout: float, doing: str = "running your code") -> list[dict]:
         reply = self.worker.request({"op": "execute_many", "calls": [self.for_student(c) for c in calls]},
                                     self._timeout(timeout), doing)
         if not reply.get("ok"):
             raise CheckErrored(format_exception(reply, calls[0]["entry"]))
-        return [self._rename_back(c, r) for c, r in zip(calls, reply["results"])]
+        return [self._rename_back(c, _raise_if_not_graded(r)) for c, r in zip(calls, reply["results"])]
 
     def _param_map(self, call: dict) -> dict[str, str]:
         """Contract parameter name -> the student's, for this call.
@@ -220,3 +242,21 @@ class Context:
     def reference_raw(self, call: dict) -> dict:
         """The reference's result for ``call``, as it is (a check that expects it to raise reads this)."""
         return self.ref.call(self.challenge.id, call)
+
+
+def _raise_if_not_graded(reply: dict) -> dict:
+    if isinstance(reply, dict) and not reply.get("ok", True) and reply.get("stage") == NOT_GRADED_STAGE:
+        raise NotGraded((reply.get("exception") or {}).get("message", "this check cannot be made here"))
+    return reply
+
+
+def _call_dtype(call: dict) -> torch.dtype:
+    """The dtype a call builds its layer in: ``dtype=`` if it passes one, else its default dtype, else float32."""
+    from validator.worker.protocol import dtype_from_name
+
+    given = (call.get("init_kwargs") or {}).get("dtype")
+    if isinstance(given, torch.dtype):
+        return given
+    if call.get("default_dtype"):
+        return dtype_from_name(call["default_dtype"])
+    return torch.get_default_dtype()

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from validator import checks
 from validator.checks.common import (match_parameters, naming_advice, probe_case, probe_dims,
                                      tied_parameters, unmatched_parameters)
-from validator.context import (CheckErrored, CheckFailed, CheckSkipped, Context, GraderFailure,
+from validator.context import (CheckErrored, CheckFailed, CheckSkipped, Context, GraderFailure, NotGraded,
                                ReferenceUnavailable, format_exception)
 from validator.questions import grade_question
 from validator.reference_side import ReferenceSide
@@ -109,8 +109,16 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
     ctx.worker.current_check = f"{ctx.challenge.id}/{check.id}"  # named if a call times out (worker.request)
     ctx.figures = []
     try:
+        entry_name = ctx.challenge.entry_for(check)[0]
+        if test.not_through_adapter and ctx.adapted(entry_name):
+            raise NotGraded(test.not_through_adapter.format(function=ctx.target(entry_name).attr))
         note = test.fn(ctx, check, params)
         message = note or ""
+    except NotGraded as exc:
+        ctx.worker.current_check = None
+        ctx.ref.after_check("skipped", str(exc))
+        return CheckResult(status="skipped", score=0.0, message=f"not graded through {_adapters_file()}: {exc}",
+                           duration_s=round(time.perf_counter() - started, 3), **dict(base, max_score=0.0))
     except (ReferenceUnavailable, CheckSkipped) as exc:
         status, message = "skipped", str(exc)
     except GraderFailure as exc:
@@ -144,6 +152,12 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
                        reproduce_command(ctx.challenge.id, check.id, ctx.seed, student_arg, ctx.device, ctx.profile,
                                          ctx.package.map_arg if ctx.package is not None else None),
                        duration_s=round(time.perf_counter() - started, 3), **base)
+
+
+def _adapters_file() -> str:
+    from validator.adapters import ADAPTERS_FILE
+
+    return ADAPTERS_FILE
 
 
 def _outcome_hints(selected: list[CheckSpec], done: dict[str, CheckResult]) -> None:

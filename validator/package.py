@@ -68,6 +68,8 @@ class Target:
     attr: str
     file: str  # the module's file, relative to the package root (posix), e.g. cs336_basics/model.py
     key: str = ""  # the mapping key that chose it ("" for a default lookup)
+    # Reached through the repository's tests/adapters.py: how the worker calls it (validator.adapters.entry_data)
+    adapter: dict | None = field(default=None, compare=False, hash=False)
 
     @property
     def label(self) -> str:
@@ -106,7 +108,14 @@ class StudentPackage:
         """
         return {"root": str(staged_root),
                 "targets": {f"{cid}.{name}": [t.module, t.attr] for cid, entries in self.targets.items()
-                            for name, t in entries.items()}}
+                            for name, t in entries.items()},
+                "adapters": {f"{cid}.{name}": t.adapter for cid, entries in self.targets.items()
+                             for name, t in entries.items() if t.adapter is not None}}
+
+    @property
+    def adapted(self) -> list[str]:
+        """The challenges graded through tests/adapters.py, in the package's target order."""
+        return [cid for cid, entries in self.targets.items() if any(t.adapter for t in entries.values())]
 
     def sandbox_files(self) -> dict[str, str]:
         """Scratch name -> source file, for :class:`validator.sandbox.Sandbox` (re-read there with the same bounds)."""
@@ -154,9 +163,21 @@ class StudentPackage:
 
 
 def is_package_root(path: Path) -> bool:
-    """A folder graded through a mapping: its pyproject.toml has a [tool.validator] table."""
+    """A folder graded in place: its pyproject.toml has a [tool.validator] table, or it holds CS336's
+    tests/adapters.py (:mod:`validator.adapters`)."""
     if not path.is_dir():
         return False
+    return _has_adapters(path) or _has_mapping(path)
+
+
+def _has_adapters(root: Path) -> bool:
+    from validator.adapters import ADAPTERS_FILE
+
+    adapters = root / ADAPTERS_FILE
+    return adapters.is_file() and not adapters.is_symlink() and not adapters.parent.is_symlink()
+
+
+def _has_mapping(path: Path) -> bool:
     pyproject = path / "pyproject.toml"
     if not pyproject.is_file() or pyproject.is_symlink():
         return False
@@ -276,13 +297,17 @@ def load_package(root: str | os.PathLike, catalogue: dict, *, map_path: str | os
     where = str(map_arg) if map_arg else (str(map_file) if explicit else f"{root.name}/pyproject.toml")
     if not root.is_dir():
         raise MapError([f"{root} is not a folder (pass --student the root of your package)"])
-    try:
-        raw = read_submission_file(map_file, cap=MAX_MAP_BYTES, what=where)
-    except IntakeError as exc:
-        hint = "" if explicit else (": a package is graded through a [tool.validator.map] table in its "
-                                    "pyproject.toml (or pass --map PATH), a plain folder needs a layers.py")
-        raise MapError([f"{exc}{hint}"]) from None
-    section, prefix = _section(_parse_toml(raw, where), where, explicit)
+    if explicit or _has_mapping(root) or not _has_adapters(root):
+        try:
+            raw = read_submission_file(map_file, cap=MAX_MAP_BYTES, what=where)
+        except IntakeError as exc:
+            hint = "" if explicit else (": a package is graded through CS336's tests/adapters.py or a "
+                                        "[tool.validator.map] table in its pyproject.toml (or pass --map PATH), "
+                                        "a plain folder needs a layers.py")
+            raise MapError([f"{exc}{hint}"]) from None
+        section, prefix = _section(_parse_toml(raw, where), where, explicit)
+    else:  # graded through tests/adapters.py alone
+        section, prefix = {}, "tool.validator."
     files, data, read_problems = read_files(root)
     pkg = StudentPackage(root=root, map_file=map_file, map_arg=map_arg, files=files, data=data)
     problems = list(read_problems)
@@ -323,8 +348,39 @@ def load_package(root: str | os.PathLike, catalogue: dict, *, map_path: str | os
     if problems and (strict or read_problems):  # a file over the intake's bounds is never graded around
         raise MapError(problems)
     pkg.notes.extend(f"{p} (set aside: the rest of the mapping is graded)" for p in problems)
+    _add_adapters(pkg, catalogue)
     _fill_defaults(pkg, catalogue, default, where)
     return pkg
+
+
+def _add_adapters(pkg: StudentPackage, catalogue: dict) -> None:
+    """Entries an implemented function of tests/adapters.py reaches are graded through it (over a map line)."""
+    from validator import adapters
+
+    source = pkg.data.get(adapters.ADAPTERS_FILE)
+    if source is None:
+        return
+    functions = adapters.adapter_functions(source)
+    if functions is None:  # it does not parse: grade what it should reach, and let the import say why it fails
+        functions = {a.function: adapters.AdapterFunction(a.function, 0, False) for ch in catalogue.values()
+                     for e in ch.entries.values() for a in e.adapters}
+    reached, stubbed = adapters.reach(functions, catalogue)
+    replaced = []
+    for cid, entries in reached.items():
+        for name, variants in entries.items():
+            if pkg.target(cid, name) is not None:
+                replaced.append(f"{cid}.{name}")
+            pkg.unmapped.get(cid, {}).pop(name, None)
+            pkg.targets.setdefault(cid, {})[name] = Target(
+                adapters.ADAPTERS_MODULE, variants[0].function, adapters.ADAPTERS_FILE, "adapter",
+                adapter=adapters.entry_data(catalogue[cid], catalogue[cid].entries[name], variants))
+    for cid, entries in stubbed.items():
+        for name, why in entries.items():
+            if pkg.target(cid, name) is None:
+                pkg.unmapped.setdefault(cid, {})[name] = why
+    if replaced:
+        pkg.notes.append(f"graded through {adapters.ADAPTERS_FILE}, not the [tool.validator.map] lines for "
+                         f"{', '.join(replaced)}: the course's adapters are how its own tests call your code")
 
 
 def _entry_of(key: Any, catalogue: dict, where: str, table: str) -> tuple[str, str] | str:

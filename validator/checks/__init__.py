@@ -19,7 +19,7 @@ from hypothesis.reporting import with_reporter
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 import validator.profiles  # noqa: F401 - fixes case generation to the seed alone (see there)
-from validator.context import CheckErrored, CheckFailed, Context
+from validator.context import CheckErrored, CheckFailed, Context, NotGraded
 from validator.spec.schema import Challenge, CheckSpec
 from validator.worker.client import WorkerFailure
 
@@ -53,6 +53,9 @@ class Test:
     uses_reference: bool = True
     # measures the reference itself (its wall time): no recorded result can stand in for it
     live_reference: bool = False
+    # why this test cannot observe an entry reached through a repository's tests/adapters.py ({function}
+    # is the adapter's name); None: it can (the adapter's calls are watched, see validator.adapter_runner)
+    not_through_adapter: str | None = None
 
 
 REGISTRY: dict[str, Test] = {}
@@ -60,9 +63,10 @@ _MODULES = ("structure", "behaviour", "gradient", "init", "constraint", "perform
 
 
 def register(name: str, params: type[Params] = Params, *, uses_reference: bool = True,
-             live_reference: bool = False):
+             live_reference: bool = False, not_through_adapter: str | None = None):
     def deco(fn):
-        REGISTRY[name] = Test(name, fn, params, uses_reference=uses_reference, live_reference=live_reference)
+        REGISTRY[name] = Test(name, fn, params, uses_reference=uses_reference, live_reference=live_reference,
+                              not_through_adapter=not_through_adapter)
         return fn
     return deco
 
@@ -139,7 +143,7 @@ def for_all(ctx: Context, check: CheckSpec, strategy, body: Callable[[Any], None
             state["last"] = case
             try:
                 body(case)
-            except WorkerFailure as exc:
+            except (WorkerFailure, NotGraded) as exc:
                 state["stop"] = (exc, case)
             else:
                 state["runs"] += 1  # only inputs that were checked: a rejected one never gets here
@@ -155,6 +159,8 @@ def for_all(ctx: Context, check: CheckSpec, strategy, body: Callable[[Any], None
             wrapped()
     except _Stop:
         exc, case = state["stop"]
+        if isinstance(exc, NotGraded):
+            raise exc from None
         raise CheckErrored(f"{exc}\n  input: {case.summary()}") from None
     except (CheckFailed, CheckErrored) as exc:
         case = state["last"]

@@ -60,13 +60,19 @@ def _dims(ctx: Context, check: CheckSpec, p: InitParams) -> dict[str, int]:
     return {**probe_dims(ctx), **drawn}
 
 
+def _through_output(ctx: Context, name: str, p: InitParams) -> bool:
+    """Whether the sample is read through forward. Not through an adapter: it loads the grader's test weights
+    before it calls forward, so the initial values are read where the constructor left them."""
+    return p.sample == "output" and not ctx.adapted(name)
+
+
 def _build(ctx: Context, check: CheckSpec, p: InitParams, seed: int | None, dims: dict[str, int] | None = None) -> dict:
     """A construct-only call (or, for ``sample: output``, construct and look up every ID);
     ``seed=None`` leaves torch's generator as the previous call left it."""
     name, entry = entry_of(ctx, check)
     dims = dims or probe_dims(ctx)
     case = fixed_case(ctx.challenge, entry, dims=dims, seed=0)
-    if p.sample == "output":
+    if _through_output(ctx, name, p):
         call = ctx.build_call(name, case, want=["output"], seed=seed, reseed=seed is not None)
         (ids_name,) = entry.call
         high = int(resolve(ctx.challenge.inputs[ids_name].high, case.dims))
@@ -78,7 +84,7 @@ def _build(ctx: Context, check: CheckSpec, p: InitParams, seed: int | None, dims
 
 
 def _param(ctx: Context, result: dict, p: InitParams, name: str) -> torch.Tensor:
-    if p.sample == "output":
+    if _through_output(ctx, name, p):
         t = result.get("output")
         if not isinstance(t, torch.Tensor) or t.dim() == 0 or t.numel() == 0:
             raise CheckFailed(f"looking up every ID as one sequence (token_ids of shape (1, n)) returned "
@@ -108,8 +114,8 @@ def _finite(t: torch.Tensor, what: str) -> None:
                           "torch.empty, or a division by zero?); an initialisation must be finite numbers")
 
 
-def _what(p: InitParams) -> str:
-    return "the rows your layer returns for every ID" if p.sample == "output" else f"`{p.parameter}`"
+def _what(ctx: Context, name: str, p: InitParams) -> str:
+    return "the rows your layer returns for every ID" if _through_output(ctx, name, p) else f"`{p.parameter}`"
 
 
 @register("init_distribution", InitParams, uses_reference=False)
@@ -122,7 +128,7 @@ def init_distribution(ctx: Context, check: CheckSpec, p: InitParams) -> str:
     shown = ", ".join(f"{k}={v}" for k, v in dims.items() if k in p.dims)
     dist = Distribution.from_spec(p.distribution, tuple(ctx.expected_parameters(entry, dims)[p.parameter]))
     problems, facts = distribution_problems(sample, dist, p.false_failure)
-    what = f"{_what(p)} ({p.parameter} {tuple(sample.shape)}, built with {shown})"
+    what = f"{_what(ctx, name, p)} ({p.parameter} {tuple(sample.shape)}, built with {shown})"
     # drawn for a pass too: a correct histogram beside its expected shape teaches what to look for
     figure = histogram(sample, dist, title=what)
     if figure is not None:
@@ -140,8 +146,8 @@ def init_independent(ctx: Context, check: CheckSpec, p: InitParams) -> str:
     for call, r in zip(calls, (first, second)):
         raise_if_failed(ctx, call, r)  # the student's exception where it was raised, or the grader's failure
     a, b = _param(ctx, first, p, name), _param(ctx, second, p, name)
-    _finite(a, f"{_what(p)} of the first layer")
-    _finite(b, f"{_what(p)} of the second layer")
+    _finite(a, f"{_what(ctx, name, p)} of the first layer")
+    _finite(b, f"{_what(ctx, name, p)} of the second layer")
     if a.numel() > 1 and torch.equal(a, b):
         raise CheckFailed(f"two layers built one after the other have identical `{p.parameter}`: initialise from "
                           "torch's global random generator instead of a fixed seed or a constant")
@@ -157,7 +163,7 @@ def init_reproducible(ctx: Context, check: CheckSpec, p: InitParams) -> str:
     for call, r in zip(calls, (first, second)):
         raise_if_failed(ctx, call, r)
     a, b = _param(ctx, first, p, name), _param(ctx, second, p, name)
-    _finite(a, f"{_what(p)} after torch.manual_seed({seed})")
+    _finite(a, f"{_what(ctx, name, p)} after torch.manual_seed({seed})")
     if not torch.equal(a, b):
         raise CheckFailed(f"torch.manual_seed({seed}) before construction gave different `{p.parameter}` twice: draw "
                           "the initial values from torch's random generator (no time, no os.urandom, no numpy)")

@@ -20,7 +20,8 @@ class SignatureParams(Params):
     names: Optional[list[str]] = None
 
 
-@register("signature", SignatureParams, uses_reference=False)
+@register("signature", SignatureParams, uses_reference=False,
+          not_through_adapter="{function} builds and calls your layer, so its constructor's signature is yours to choose")
 def signature(ctx: Context, check: CheckSpec, p: SignatureParams) -> str:
     name, entry = entry_of(ctx, check)
     info = ctx.entries.get(name) or {}

@@ -36,6 +36,59 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class AdapterArg(Strict):
+    """Where one argument of an adapter function comes from (see :class:`Adapter`).
+
+    Exactly one of: ``init`` (a name of the entry's ``init`` list, the value the contract's constructor
+    gets there), ``option`` (a key of its ``init_kwargs``), ``param`` (a contract parameter's test
+    weights), ``parameters: true`` (all of them, as a dict keyed by the contract's names), ``input``
+    (a call input), ``value`` (a literal). ``batch_dims`` (inputs only) flattens the input's leading
+    dimensions into exactly that many before the call (and the output's back), for an adapter whose
+    documented shape is ``(batch, ...)`` rather than ``(..., )``.
+    """
+
+    init: Optional[str] = None
+    option: Optional[str] = None
+    param: Optional[str] = None
+    parameters: bool = False
+    input: Optional[str] = None
+    value: Any = None
+    batch_dims: Optional[int] = Field(None, ge=1, le=1)
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        given = [k for k in ("init", "option", "param", "input") if getattr(self, k) is not None]
+        given += ["parameters"] if self.parameters else []
+        given += ["value"] if "value" in self.model_fields_set else []
+        if len(given) != 1:
+            raise ValueError("an adapter argument names exactly one of init, option, param, parameters, input, "
+                             f"value; got {', '.join(given) or 'none'}")
+        if self.batch_dims is not None and self.input is None:
+            raise ValueError("`batch_dims` is for `input` arguments")
+        return self
+
+    @property
+    def source(self) -> tuple[str, Any]:
+        for key in ("init", "option", "param", "input"):
+            if getattr(self, key) is not None:
+                return key, getattr(self, key)
+        return ("parameters", True) if self.parameters else ("value", self.value)
+
+
+class Adapter(Strict):
+    """A function of the student's ``tests/adapters.py`` (CS336's layout) that reaches this entry.
+
+    The course's adapters build the student's own module, load the given weights and call it, so the
+    grader can grade code it cannot construct itself (fused projections, sublayers passed in, other
+    names and signatures). ``args`` maps each of the function's arguments to its source; ``when``
+    picks the adapter by the call's options (``{theta: null}``: only calls built with ``theta=None``).
+    """
+
+    function: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    args: dict[str, AdapterArg]
+    when: dict[str, Any] = Field(default_factory=dict)
+
+
 class Entry(Strict):
     """How the grader calls one public name of layers.py."""
 
@@ -45,6 +98,8 @@ class Entry(Strict):
     accepts: list[str] = Field(default_factory=list)
     call: list[str]
     parameters: dict[str, list[Dim]] = Field(default_factory=dict)
+    # Functions of a student's tests/adapters.py that reach this entry, in the order they are tried.
+    adapters: list[Adapter] = Field(default_factory=list)
 
 
 class InputSpec(Strict):
@@ -312,6 +367,7 @@ class Challenge(Strict):
                         f"entry {name!r} is built with {expr!r}: a string there must name a dim "
                         f"(under `dims`) or an option (an input of type value under `inputs`); "
                         f"known: {', '.join(sorted(set(self.dims) | options)) or 'none'}")
+            self._check_adapters(name, entry, options)
         seen = set()
         for check in self.checks:
             if check.id in seen:
@@ -326,6 +382,24 @@ class Challenge(Strict):
         if len(qids) != len(set(qids)):
             raise ValueError("question ids must be unique")
         return self
+
+    def _check_adapters(self, name: str, entry: "Entry", options: set[str]) -> None:
+        known = {"init": [a for a in entry.init if isinstance(a, str)], "option": list(entry.init_kwargs),
+                 "param": list(entry.parameters), "input": list(entry.call)}
+        for adapter in entry.adapters:
+            for arg, src in adapter.args.items():
+                kind, ref = src.source
+                if kind in known and ref not in known[kind]:
+                    raise ValueError(f"entry {name!r}, adapter {adapter.function}: argument {arg!r} takes {kind} "
+                                     f"{ref!r}, which the entry does not have; its {kind}s: "
+                                     f"{', '.join(map(str, known[kind])) or 'none'}")
+                if kind == "parameters" and not entry.parameters:
+                    raise ValueError(f"entry {name!r}, adapter {adapter.function}: argument {arg!r} takes the "
+                                     "parameters, and the entry has none")
+            for option in adapter.when:
+                if option not in options:
+                    raise ValueError(f"entry {name!r}, adapter {adapter.function}: `when` names {option!r}, "
+                                     f"which is not an option; options: {', '.join(sorted(options)) or 'none'}")
 
     def options(self) -> dict[str, InputSpec]:
         """Inputs of type value that no entry calls with: construction options."""

@@ -101,6 +101,24 @@ def _load_package(root: str, targets: dict) -> tuple[dict, dict]:
     return namespace, errors
 
 
+def _adapt(namespace: dict, errors: dict, adapters: dict, targets: dict) -> None:
+    """Entries reached through tests/adapters.py: each becomes the adapter functions that reach it."""
+    from validator.adapter_runner import AdaptedEntry
+
+    for qualified, data in adapters.items():
+        if qualified in errors or qualified not in namespace:
+            continue
+        first = namespace[qualified]
+        module = sys.modules.get(targets[qualified][0])
+        functions = {v["function"]: getattr(module, v["function"]) for v in data["variants"]
+                     if module is not None and callable(getattr(module, v["function"], None))}
+        entry = AdaptedEntry(functions, data)
+        namespace[qualified] = entry
+        plain = qualified.partition(".")[2]
+        if namespace.get(plain) is first:
+            namespace[plain] = entry
+
+
 def _relative(filename: str, origin: str) -> str:
     return filename[len(origin):] if filename.startswith(origin) else os.path.basename(filename)
 
@@ -137,7 +155,12 @@ def serve(req_fd: int, resp_fd: int) -> None:
             elif op == "load" and request.get("package"):
                 root = _STAGED_ROOT or request["package"]["root"]
                 origin = os.path.join(os.path.abspath(root), "")
+                adapters = request["package"].get("adapters") or {}
+                if adapters:  # before any of the package is imported: its classes are then watched
+                    from validator.adapter_runner import watch_classes
+                    watch_classes(origin)
                 namespace, errors = _load_package(root, request["package"]["targets"])
+                _adapt(namespace, errors, adapters, request["package"]["targets"])
                 reply = {"ok": True, "exception": None, "entry_errors": errors,
                          "names": sorted(k for k in namespace if not k.startswith("_"))}
             elif op == "load":
@@ -226,7 +249,7 @@ def _prepare_template() -> None:
     import torch.nn.functional  # noqa: F401
     from torch.utils import _python_dispatch  # noqa: F401
 
-    from validator import runner, sandbox  # noqa: F401
+    from validator import adapter_runner, runner, sandbox  # noqa: F401
     from validator.worker import protocol  # noqa: F401
 
     runner.skip_absent_device_seeding()

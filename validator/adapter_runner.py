@@ -166,8 +166,10 @@ class Watch:
     """What one adapter call did: the modules it built, what their constructors made, the forward window."""
 
     def __init__(self, *, inject: dict, construct_only: bool, train: bool | None, device: str | None,
-                 recorder: Any = None, test_weights: list | None = None, strip: bool = True):
+                 recorder: Any = None, test_weights: list | None = None, strip: bool = True,
+                 stand_ins: "StandIns | None" = None):
         self.inject_kwargs = inject
+        self.stand_ins = stand_ins
         self.strip = strip
         self.test_weights = list(test_weights or [])
         self.stripped: list[str] = []
@@ -238,6 +240,8 @@ class Watch:
                 module.train(self.train)
             if self.device is not None:
                 module.to(self.device)
+            if self.stand_ins is not None:
+                self.stand_ins.install(module, locate(self.stand_ins.state, self.loaded))
         if module is self.top:
             self._counting(True)
             self._started = time.perf_counter()
@@ -283,6 +287,94 @@ def _watching(watch: Watch):
         yield watch
     finally:
         _WATCH = None
+
+
+# -- the wiring checks: the grader's stand-ins in place of the built module's sublayers ---------------------
+class StandIns:
+    """The grader's stand-ins (validator/standins.py) computing in place of the sublayers of the module an adapter
+    built, so that its wiring is graded on its own.
+
+    Through an adapter the grader cannot swap the student's sublayer classes (the adapter builds and loads
+    them under the student's own names), so it swaps what they compute instead: when the built module's
+    forward starts, each sublayer holding the weights of one contract sublayer (``ln1`` holds ``ln1.weight``;
+    ``attn`` the four projections, fused or not) has its ``forward`` replaced by the stand-in's computation
+    on those same weights, gathered from the student's parameters so that gradients flow back into them.
+    The reference composite is built from the stand-in classes, so both compute the same sublayers.
+    """
+
+    def __init__(self, named: dict[str, str], state: dict[str, torch.Tensor]):
+        from validator import standins
+
+        self.state = state
+        self.roles: dict[str, type] = {}
+        wanted = [standins.STAND_INS[which] for which in named.values()]
+        by_prefix: dict[str, set[str]] = {}
+        for name in state:
+            prefix, _, rest = name.partition(".")
+            if rest:
+                by_prefix.setdefault(prefix, set()).add(rest)
+        for prefix, rests in by_prefix.items():
+            for cls in wanted:
+                if set(cls.weights) == rests:
+                    self.roles[prefix] = cls
+        self.called: set[str] = set()
+
+    def install(self, module: nn.Module, located: dict[str, list]) -> None:
+        params = dict(module.named_parameters(remove_duplicate=False))
+        for prefix, cls in self.roles.items():
+            names = [f"{prefix}.{w}" for w in cls.weights]
+            lost = [n for n in names if n not in located]
+            if lost:
+                raise StudentError("stand_ins", _stand_in_info(
+                    f"the weights {', '.join(lost)} were not found in the parameters of the module your adapter "
+                    "built, so the grader cannot tell which sublayer to replace with its stand-in"))
+            owner = _common_prefix([piece[0].split(".")[:-1] for n in names for piece in located[n]])
+            if not owner:
+                raise StudentError("stand_ins", _stand_in_info(
+                    f"the weights of {prefix} are held by the built module itself, not by a sublayer of its own, so "
+                    f"the grader cannot replace that sublayer with its stand-in: build {prefix} as a submodule"))
+            sub = module.get_submodule(".".join(owner))
+            shapes = {n: tuple(self.state[n].shape) for n in names}
+            sub.forward = self._forward(prefix, cls, {n: located[n] for n in names}, params, shapes)
+
+    def _forward(self, prefix: str, cls: type, located: dict, params: dict, shapes: dict):
+        def forward(*args: Any, **kwargs: Any) -> torch.Tensor:
+            self.called.add(prefix)
+            x = args[0] if args else next(iter(kwargs.values()))
+            weights = {n.partition(".")[2]: _live(located[n], params, shapes[n]) for n in located}
+            return cls.compute(weights, x)
+        return forward
+
+    def verify(self, function: str) -> None:
+        absent = [p for p in self.roles if p not in self.called]
+        if absent:
+            raise StudentError("stand_ins", _stand_in_info(
+                f"the module {function} built never called the forward of the sublayer(s) holding the weights of "
+                f"{', '.join(absent)}, so the grader's stand-ins could not take their place: call each sublayer "
+                "(self.attn(x)), so that its wiring can be graded on its own"))
+
+
+def _common_prefix(paths: list[list[str]]) -> list[str]:
+    """The longest module path every one of ``paths`` starts with."""
+    common = list(paths[0])
+    for path in paths[1:]:
+        keep = 0
+        while keep < min(len(common), len(path)) and common[keep] == path[keep]:
+            keep += 1
+        common = common[:keep]
+    return common
+
+
+def _stand_in_info(message: str) -> dict:
+    return {"type": "StandInError", "mro": ["StandInError", "Exception"], "message": message}
+
+
+def _live(pieces: list, params: dict[str, torch.Tensor], shape: tuple) -> torch.Tensor:
+    """One contract weight gathered from the student's parameters, differentiably (its gradient reaches them)."""
+    values = [params[p].reshape(-1)[idx.to(params[p].device)] for p, idx, _ in pieces]
+    order = torch.cat([sel for _, _, sel in pieces])
+    flat = torch.cat(values)[torch.argsort(order).to(values[0].device)]
+    return flat.reshape(shape)
 
 
 # -- finding the contract's weights in the student's parameters ------------------------------------------
@@ -408,9 +500,6 @@ def _arguments(entry: AdaptedEntry, variant: dict, call: dict, inputs: list, wei
 
 def execute(entry: AdaptedEntry, call: dict, origin: str | None) -> dict:
     """One call through the adapter, watched; the result has the shape of :func:`validator.runner.execute`'s."""
-    if call.get("stand_ins"):
-        raise _not_graded("the wiring checks replace your sublayer classes with the grader's stand-ins, which the "
-                          "weights your adapter loads by your own names cannot reach")
     want = set(call.get("want", ("output",)))
     variant = entry.variant_for(call)
     fn = entry.functions[variant["function"]]
@@ -444,7 +533,8 @@ def execute(entry: AdaptedEntry, call: dict, origin: str | None) -> dict:
                     grad_output is not None and v.is_floating_point()) for k, v in state.items()}
                 kwargs, unflatten = _arguments(entry, variant, call, inputs, weights)
                 watch = Watch(inject=inject, construct_only=construct_only, train=call.get("train"),
-                              device=device, recorder=recorder, test_weights=list(weights.values()))
+                              device=device, recorder=recorder, test_weights=list(weights.values()),
+                              stand_ins=StandIns(call["stand_ins"], state) if call.get("stand_ins") else None)
                 with _watching(watch):
                     try:
                         output = runner._stage("forward", origin, _until_aborted, fn, kwargs)
@@ -458,6 +548,8 @@ def execute(entry: AdaptedEntry, call: dict, origin: str | None) -> dict:
                     observation.check_modes("forward")
                 if construct_only:
                     break
+                if watch.stand_ins is not None:
+                    watch.stand_ins.verify(variant["function"])
                 output = _checked_output(output, variant, unflatten, device, inputs)
                 if recorder is not None:
                     recorder.counting = True  # backward is the layer's too

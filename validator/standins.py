@@ -32,7 +32,11 @@ class _Weight(nn.Module):
         nn.init.normal_(self.weight, std=1.0 / math.sqrt(max(d_in, 1)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x @ self.weight.transpose(0, 1)
+        return _project(x, self.weight)
+
+
+def _project(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return x @ weight.transpose(0, 1)
 
 
 def _model_dim(args: tuple, kwargs: dict) -> int:
@@ -53,14 +57,19 @@ class ScaledTanhNorm(nn.Module):
     """Stands in for ``RMSNorm(d_model, eps=1e-5, device=None, dtype=None)``: ``tanh(x) * weight``."""
 
     stand_in_for = "a normalisation layer with `weight (d_model,)`"
+    weights = ("weight",)
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__()
         d = _model_dim(args, kwargs)
         self.weight = nn.Parameter(torch.ones(d, **_factory_kwargs(kwargs)))
 
+    @staticmethod
+    def compute(w: dict[str, torch.Tensor], x: torch.Tensor, *_: Any, **__: Any) -> torch.Tensor:
+        return torch.tanh(x) * w["weight"]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(x) * self.weight
+        return self.compute({"weight": self.weight}, x)
 
 
 class CausalMeanAttention(nn.Module):
@@ -79,14 +88,20 @@ class CausalMeanAttention(nn.Module):
         self.v_proj = _Weight(d, d, **fk)
         self.output_proj = _Weight(d, d, **fk)
 
-    def forward(self, x: torch.Tensor, token_positions: torch.Tensor | None = None, *_: Any, **__: Any):
+    weights = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "output_proj.weight")
+
+    @staticmethod
+    def compute(w: dict[str, torch.Tensor], x: torch.Tensor, *_: Any, **__: Any) -> torch.Tensor:
         seq, d = x.shape[-2], x.shape[-1]
-        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        q, k, v = (_project(x, w[f"{p}_proj.weight"]) for p in "qkv")
         gate = torch.sigmoid(q @ k.transpose(-2, -1) / d)
         causal = torch.ones(seq, seq, dtype=torch.bool, device=x.device).tril()
         gate = gate * causal
         counts = torch.arange(1, seq + 1, device=x.device, dtype=x.dtype).unsqueeze(-1)
-        return self.output_proj((gate @ v) / counts)
+        return _project((gate @ v) / counts, w["output_proj.weight"])
+
+    def forward(self, x: torch.Tensor, token_positions: torch.Tensor | None = None, *_: Any, **__: Any):
+        return self.compute({n: self.get_parameter(n) for n in self.weights}, x)
 
 
 class TanhGateFeedForward(nn.Module):
@@ -107,8 +122,14 @@ class TanhGateFeedForward(nn.Module):
         self.w2 = _Weight(d_ff, d, **fk)
         self.w3 = _Weight(d, d_ff, **fk)
 
+    weights = ("w1.weight", "w2.weight", "w3.weight")
+
+    @staticmethod
+    def compute(w: dict[str, torch.Tensor], x: torch.Tensor, *_: Any, **__: Any) -> torch.Tensor:
+        return _project(torch.tanh(_project(x, w["w1.weight"])) * _project(x, w["w3.weight"]), w["w2.weight"])
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w2(torch.tanh(self.w1(x)) * self.w3(x))
+        return self.compute({n: self.get_parameter(n) for n in self.weights}, x)
 
 
 STAND_INS: dict[str, type[nn.Module]] = {

@@ -57,7 +57,7 @@ class StagedPackage:
         self.root = os.path.join(os.path.abspath(root), "")
         self.own = self._top_level_names()
         self.missing: dict[str, list[tuple[str, int]]] = {}  # placeholder module -> where imported: (file, line)
-        self._modules: dict[str, MissingModule] = {}
+        self._modules: dict[tuple[str, str], MissingModule] = {}  # (importing file, module) -> its placeholder
         self._guards: dict[str, list[tuple[int, int]]] = {}
         self._real_import = builtins.__import__
         self.builtins = dict(vars(builtins), __import__=self._import)
@@ -83,8 +83,7 @@ class StagedPackage:
         sys.path_hooks[:] = [h for h in sys.path_hooks if h != self._path_hook]
         self._forget_finders()
         for name, module in list(sys.modules.items()):
-            if _under(os.path.abspath(getattr(module, "__file__", None) or "/"), self.root) or \
-                    name.partition(".")[0] in self.own and not getattr(module, "__file__", None):
+            if self.is_own(module, name):
                 del sys.modules[name]
         importlib.invalidate_caches()
         self._installed = False
@@ -99,9 +98,26 @@ class StagedPackage:
         return importlib.machinery.FileFinder(path, (self._loader, [".py"]))
 
     def import_module(self, name: str) -> types.ModuleType:
-        """Import ``name`` (a dotted module of the package) as its author's ``import`` would."""
+        """Import ``name`` (a dotted module of the package) as its author's ``import`` would.
+
+        A failed import leaves none of the package's modules it loaded on the way behind, as in a fresh
+        interpreter: otherwise a later import of a sibling would find them in ``sys.modules`` and skip the
+        ``__init__.py`` that failed, so whether an entry loads would depend on the order of the imports.
+        """
         self.install()
-        return importlib.import_module(name)
+        before = set(sys.modules)
+        try:
+            return importlib.import_module(name)
+        except BaseException:
+            for added in set(sys.modules) - before:
+                if self.is_own(sys.modules.get(added), added):
+                    sys.modules.pop(added, None)
+            raise
+
+    def is_own(self, module: Any, name: str) -> bool:
+        """A module of the staged package (a file under the root, or a namespace package of it)."""
+        file = getattr(module, "__file__", None)
+        return _under(os.path.abspath(file), self.root) if file else name.partition(".")[0] in self.own
 
     def _top_level_names(self) -> frozenset[str]:
         try:
@@ -143,17 +159,18 @@ class StagedPackage:
         seen = self.missing.setdefault(missing, [])
         if where not in seen and len(seen) < MAX_WHERE:
             seen.append(where)
-        module = self._module(name, "{} line {}".format(*seen[0]))
-        return module if fromlist else self._modules[missing]
+        module = self._module(name, *where)
+        return module if fromlist else self._modules[where[0], missing]
 
-    def _module(self, name: str, where: str) -> "MissingModule":
+    def _module(self, name: str, file: str, line: int) -> "MissingModule":
+        """The placeholder for ``name`` that ``file`` gets (its errors name the line that first imported it)."""
         parts = name.split(".")
         parent = None
         for i in range(1, len(parts) + 1):
             dotted = ".".join(parts[:i])
-            module = self._modules.get(dotted)
+            module = self._modules.get((file, dotted))
             if module is None:
-                module = self._modules[dotted] = MissingModule(dotted, parts[0], where)
+                module = self._modules[file, dotted] = MissingModule(dotted, parts[0], f"{file} line {line}")
             if parent is not None:
                 parent.__dict__[parts[i - 1]] = module
             parent = module

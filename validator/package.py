@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from validator.intake import MAX_SOURCE_BYTES, IntakeError, read_submission_file
+from validator.intake import MAX_SOURCE_BYTES, IntakeError, read_submission_file, size_label
 
 MAX_MAP_BYTES = 64 << 10
 MAX_PACKAGE_FILES = 200  # Python files: a CS336 repository holds 20-70, tests and scripts included
@@ -310,9 +310,9 @@ def read_resources(root: Path, code: dict[str, bytes]) -> tuple[dict[str, bytes]
         total += len(raw)
     parts = []
     if large:
-        parts.append(f"{_few(large)} (over {MAX_DATA_FILE_BYTES >> 20} MiB each)")
+        parts.append(f"{_few(large)} (over {size_label(MAX_DATA_FILE_BYTES)} each)")
     if over:
-        parts.append(f"{_few(over)} (past the {MAX_DATA_FILES} files or {MAX_DATA_BYTES >> 20} MiB staged for "
+        parts.append(f"{_few(over)} (past the {MAX_DATA_FILES} files or {size_label(MAX_DATA_BYTES)} staged for "
                      "data, small files and those next to the code first)")
     if unreadable:
         parts.append(f"{_few(unreadable)} (not regular files)")

@@ -351,7 +351,7 @@ def test_a_package_tree_skips_environments_run_outputs_and_data_folders(tmp_path
         "env/conda-meta/history": "", "env/lib/site.py": "", ".venv/pyvenv.cfg": "", ".venv/lib/x.py": "",
         "venv2/pyvenv.cfg": "", "venv2/lib/y.py": "", "cs336_basics-1.0.dist-info/METADATA": "Name: fake\n",
         "build/lib/cs336_basics/model.py": "", "cs336_basics/__pycache__/model.cpython-311.pyc": "",
-        "cs336_basics/fast.cpython-311-x86_64-linux-gnu.so": "", ".DS_Store": "",
+        "cs336_basics/fast.cpython-311-x86_64-linux-gnu.so": "", ".DS_Store": "", "cs336_basics/vendor.zip": "",
     }
     for rel, text in layout.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,9 @@ the (capped) size whatever the content, and never recurses deeply.
 Bounds (also in ``docs/batch.md``):
 
 - ``layers.py`` and each helper module: at most :data:`MAX_SOURCE_BYTES` (1 MiB);
+- a student's own package (:mod:`validator.package`): its Python files as above, at most
+  200 and 16 MiB in all; its other files at most 1 MiB each, 200 and 8 MiB in all (more are
+  left out with a note, never a reason not to grade);
 - ``answers.yaml``: at most :data:`MAX_ANSWERS_BYTES` (64 KiB), nesting depth at most
   :data:`MAX_ANSWERS_DEPTH`, no aliases.
 """

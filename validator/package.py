@@ -65,7 +65,8 @@ _SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", "dist-packages", "
 _RUN_DIRS = {"wandb", "mlruns", "lightning_logs"}
 _ROOT_DATA_DIRS = {"data", "datasets", "outputs", "output", "out", "checkpoints", "ckpt", "ckpts", "runs", "logs",
                    "artifacts", "results", "cache", "tmp"}
-_NEVER_STAGED = (".pyc", ".pyo", ".pyd", ".so", ".dylib", ".dll", ".exe", ".pth")  # compiled code is never run
+# Never staged: compiled code, and archives Python could import from (zipimport) without the scan seeing them.
+_NEVER_STAGED = (".pyc", ".pyo", ".pyd", ".so", ".dylib", ".dll", ".exe", ".pth", ".zip", ".egg", ".whl", ".pyz")
 
 
 class MapError(Exception):

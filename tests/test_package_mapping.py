@@ -704,8 +704,8 @@ def test_the_handouts_init_is_no_dynamic_code_for_the_source_checks():
     package = load_package(IMPORTS, catalogue())
     found = scan_package(package.data, ["cs336_basics.model"], ["torch.nn.functional.embedding"])
     assert found == [], [f.describe() for f in found]
-    (tmp_init := package.data["cs336_basics/__init__.py"] + b"importlib.metadata.entry_points()\n")
-    found = scan_package({**package.data, "cs336_basics/__init__.py": tmp_init}, ["cs336_basics.model"], [])
+    init = package.data["cs336_basics/__init__.py"] + b"importlib.metadata.entry_points()\n"
+    found = scan_package({**package.data, "cs336_basics/__init__.py": init}, ["cs336_basics.model"], [])
     assert [f.what for f in found] == ["dynamic_code"]  # entry points load code: still flagged
 
 

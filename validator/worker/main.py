@@ -71,7 +71,6 @@ def _load_package(root: str, targets: dict) -> tuple[dict, dict, list[str]]:
 
     install_thread_counter()
     package = _staged_package(root)
-    origin = package.root
     namespace: dict = {}
     errors: dict = {}
     modules: dict = {}

@@ -335,3 +335,68 @@ def test_worker_forked_from_the_grader_serves_and_dies_cleanly(tmp_path):
     ''')
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout + proc.stderr
+
+
+# -- a package's tree: what is read, staged and left out ----------------------------------------------
+def test_a_package_tree_skips_environments_run_outputs_and_data_folders(tmp_path):
+    from validator.package import read_files, read_resources
+
+    root = tmp_path / "repo"
+    layout = {
+        "cs336_basics/__init__.py": "", "cs336_basics/model.py": "", "cs336_basics/vocab.txt": "a b\n",
+        "cs336_basics/data/__init__.py": "", "cs336_basics/data/loader.py": "",  # a package named data: read
+        "tests/adapters.py": "", "scripts/train.py": "",
+        "data/TinyStories.py": "", "outputs/run1/model.py": "", "checkpoints/x.py": "",  # root outputs: skipped
+        "wandb/run-1/files/code/train.py": "", "cs336_basics/wandb/run-2/code.py": "",  # wandb anywhere
+        "env/conda-meta/history": "", "env/lib/site.py": "", ".venv/pyvenv.cfg": "", ".venv/lib/x.py": "",
+        "venv2/pyvenv.cfg": "", "venv2/lib/y.py": "", "cs336_basics-1.0.dist-info/METADATA": "Name: fake\n",
+        "build/lib/cs336_basics/model.py": "", "cs336_basics/__pycache__/model.cpython-311.pyc": "",
+        "cs336_basics/fast.cpython-311-x86_64-linux-gnu.so": "", ".DS_Store": "", "cs336_basics/vendor.zip": "",
+    }
+    for rel, text in layout.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    (root / "cs336_basics" / "secrets.json").symlink_to("/etc/hostname")
+    files, data, problems = read_files(root)
+    assert problems == []
+    assert sorted(data) == ["cs336_basics/__init__.py", "cs336_basics/data/__init__.py", "cs336_basics/data/loader.py",
+                            "cs336_basics/model.py", "scripts/train.py", "tests/adapters.py"]
+    staged, notes = read_resources(root, data)
+    assert sorted(staged) == ["cs336_basics/vocab.txt"] and notes == []  # no link, no compiled code, no metadata
+
+
+def test_data_files_over_the_caps_are_left_out_with_a_note(tmp_path, monkeypatch):
+    from validator import package
+
+    monkeypatch.setattr(package, "MAX_DATA_BYTES", 3000)
+    monkeypatch.setattr(package, "MAX_DATA_FILES", 3)
+    root = tmp_path / "repo"
+    (root / "pkg" / "assets").mkdir(parents=True)
+    (root / "pkg" / "model.py").write_text("")
+    (root / "pkg" / "config.yaml").write_text("d: 4\n")  # next to the code: staged first
+    (root / "pkg" / "assets" / "merges.txt").write_bytes(b"m" * 1500)
+    (root / "tests" / "fixtures").mkdir(parents=True)
+    (root / "tests" / "fixtures" / "corpus.en").write_bytes(b"c" * 1400)
+    (root / "tests" / "fixtures" / "tinystories.txt").write_bytes(b"t" * (package.MAX_DATA_FILE_BYTES + 1))
+    (root / "README.md").write_text("hi\n")
+    staged, notes = package.read_resources(root, {"pkg/model.py": b""})
+    assert sorted(staged) == ["README.md", "pkg/config.yaml", "tests/fixtures/corpus.en"]  # then the smaller first
+    assert len(notes) == 1
+    assert notes[0].startswith("2 non-Python files of the package are not in the grader's copy, so code that reads "
+                               "them there will not find them: tests/fixtures/tinystories.txt (1.0 MiB) (over 1 MiB "
+                               "each); pkg/assets/merges.txt (past the 3 files or 2 KiB staged for data")
+
+
+def test_the_sandbox_copies_in_the_staged_bytes_and_worker_notes_are_bounded(tmp_path):
+    from validator.package import MAX_NOTE_CHARS, MAX_WORKER_NOTES, StudentPackage
+
+    package = StudentPackage(root=tmp_path, map_file=tmp_path / "pyproject.toml",
+                             data={"p/__init__.py": b"x = 1\n"}, resources={"p/v.txt": b"v"},
+                             generated={"p-1.dist-info/METADATA": b"Name: p\n"})
+    files = package.sandbox_files(tmp_path / "staged")
+    assert {rel: sandbox._copy_in(path) for rel, path in files.items()} == {
+        "p/__init__.py": b"x = 1\n", "p/v.txt": b"v", "p-1.dist-info/METADATA": b"Name: p\n"}
+    assert all(sandbox._safe_relative(rel) for rel in files)
+    assert StudentPackage.worker_notes({"notes": ["a" * 5000, 3, *["b"] * 100]}) == \
+        ["a" * MAX_NOTE_CHARS] + ["b"] * (MAX_WORKER_NOTES - 2)
+    assert StudentPackage.worker_notes({"notes": "not a list"}) == [] == StudentPackage.worker_notes(None)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
+import sys
 import tokenize
 from contextlib import redirect_stderr
 from pathlib import Path
@@ -493,7 +495,9 @@ def test_package_files_are_read_under_the_intake_bounds(tmp_path):
     many.mkdir()
     for i in range(package_module.MAX_PACKAGE_FILES):
         (many / f"m{i}.py").write_text("")
-    with pytest.raises(MapError, match=f"more than {package_module.MAX_PACKAGE_FILES} Python files"):
+    said = (f"holds 204 Python files, more than {package_module.MAX_PACKAGE_FILES}, the limit for a submission "
+            "(200 in many/, 4 in cs336_basics/): not graded")
+    with pytest.raises(MapError, match=re.escape(said)):
         load_package(root, catalogue())
 
 
@@ -534,3 +538,270 @@ def test_unmapped_entries_fall_back_to_default_then_layers_py(tmp_path):
     package = load_package(root, catalogue())
     assert package.target("embedding_functional", "embedding").label == "layers:embedding"
     assert package.mapped_challenges(list(catalogue())) == ["embedding_functional"]
+
+
+# -- a package imports as it does for its author (issue 19) --------------------------------------------
+IMPORTS = Path(__file__).resolve().parent / "packages" / "cs336_imports"
+ABSENT = ("wandb", "tqdm", "regex", "numpy")  # absent from the grader's environment; checked, never assumed
+
+
+def absent(name: str) -> bool:
+    import importlib.util
+
+    return name not in sys.modules and importlib.util.find_spec(name) is None
+
+
+@pytest.fixture
+def staged(tmp_path):
+    """The cs336_imports fixture as the worker sees it: staged, its machinery installed in this process."""
+    from validator.worker.imports import StagedPackage
+
+    package = load_package(IMPORTS, catalogue())
+    importer = StagedPackage(package.stage(tmp_path / "staged"))
+    importer.install()
+    yield importer
+    importer.uninstall()
+
+
+def test_the_handouts_init_reads_the_staged_metadata_and_absent_tools_become_placeholders(staged):
+    package = staged.import_module("cs336_basics")
+    assert package.__version__ == "1.0.3"  # importlib.metadata.version("cs336_basics"), project "cs336-basics"
+    assert package.kernels is None  # `try: import ... except ImportError:` gets Python's error: the fallback runs
+    assert "placeholder" in repr(package.RUN)  # wandb.run: attribute access at import survives
+    notes = " ".join(staged.notes())
+    assert "cs336_experiment_tracker is not installed in the grader's environment: importing it in " \
+           "cs336_basics/__init__.py line 11 gave a placeholder" in notes
+    for name in ("wandb", "tqdm", "regex"):
+        assert (f"{name} is not installed" in notes) == absent(name)
+    assert "cs336_fast_kernels" not in notes and "cs336_experiment_tracker" not in sys.modules
+
+
+def test_module_level_uses_survive_and_a_real_use_names_the_module(staged):
+    model = staged.import_module("cs336_basics.model")
+    assert model.CONFIG == {"init_std": 1.0, "truncate_at": 3.0}  # the JSON file next to it was staged
+    layer = model.TokenEmbedding(5, 3)
+    assert layer(torch.tensor([0, 4])).shape == (2, 3)  # isinstance(ids, np.ndarray) is False, not an error
+    adapters = staged.import_module("tests.adapters")  # numpy.typing and jaxtyping at its top
+    assert torch.allclose(adapters.run_softmax(torch.zeros(2, 4), -1), torch.full((2, 4), 0.25))
+    if absent("numpy"):
+        annotation = model.to_tensor.__annotations__["array"]  # npt.NDArray[np.float32], evaluated at import
+        assert "numpy.typing.NDArray" in repr(annotation)
+        assert "numpy" not in sys.modules  # a library probing for numpy still finds none
+        with pytest.raises(ModuleNotFoundError, match="cannot call numpy.zeros: the grader's environment does not "
+                                                      "have the module 'numpy' \\(imported in cs336_basics/model.py line 6"):
+            model.np.zeros(3)
+    logged = staged.import_module("cs336_basics.logged")
+    if absent("wandb"):
+        with pytest.raises(ModuleNotFoundError, match="cannot call wandb.log: the grader's environment does not have "
+                                                      "the module 'wandb' \\(imported in cs336_basics/logged.py line 3\\)"):
+            logged.embedding_logged(torch.tensor([0]), torch.ones(2, 2))
+
+
+def test_a_use_at_import_fails_that_module_naming_what_is_missing(staged):
+    if not absent("regex"):
+        pytest.skip("regex is installed here")
+    with pytest.raises(ModuleNotFoundError, match="cannot call regex.compile: the grader's environment does not have "
+                                                  "the module 'regex' \\(imported in cs336_basics/tokenizer.py line 3\\)"):
+        staged.import_module("cs336_basics.tokenizer")
+    assert "cs336_basics.tokenizer" not in sys.modules
+    assert staged.import_module("cs336_basics.nn_utils").softmax  # its siblings still import
+
+
+def test_syntax_newer_than_the_graders_python_is_named(staged):
+    if sys.version_info >= (3, 12):
+        assert staged.import_module("cs336_basics.typed").Linear
+        return
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    with pytest.raises(SyntaxError) as info:
+        staged.import_module("cs336_basics.typed")
+    assert info.value.msg == (f"cs336_basics/typed.py line 8 uses syntax this grader's Python ({here}) cannot parse "
+                              "(a `type` alias statement (PEP 695), new in Python 3.12): write `Name = ...` or "
+                              "`Name: TypeAlias = ...`")
+    assert info.value.lineno == 8
+
+
+@pytest.mark.parametrize("source, said", [
+    ("def first[T](xs: list[T]) -> T:\n    return xs[0]\n", "type parameters in brackets (PEP 695 generics)"),
+    ("class Box[T]:\n    pass\n", "type parameters in brackets (PEP 695 generics)"),
+    ("type Vec[T] = list[T]\n", "a `type` alias statement (PEP 695)"),
+    ("d = {'a': 1}\ns = f'{d['a']}'\n", "an f-string that reuses its own quotes"),
+    ("try:\n    pass\nexcept ValueError, TypeError:\n    pass\n", "several exception types without parentheses"),
+])
+def test_each_newer_construct_is_named(source, said):
+    from validator.worker.imports import newer_syntax
+
+    try:
+        compile(source, "m.py", "exec")
+    except SyntaxError as exc:
+        better = newer_syntax(exc, "pkg/m.py")
+        assert better is not None and said in better.msg and better.msg.startswith("pkg/m.py line ")
+    else:
+        pytest.skip("this Python parses it")
+    with pytest.raises(SyntaxError) as info:
+        compile("x = = 1\n", "m.py", "exec")
+    assert newer_syntax(info.value, "pkg/m.py") is None  # a plain mistake stays Python's own message
+
+
+def test_placeholders_never_shadow_an_installed_module_or_one_of_the_package(staged, tmp_path):
+    root = Path(staged.root)
+    (root / "cs336_basics" / "probe.py").write_text(
+        "import importlib.util\n"
+        "FOUND = importlib.util.find_spec('cs336_experiment_tracker')\n"
+        "def own():\n    import cs336_basics.nosuch\n"
+        "def installed():\n    import torch.nosuch\n"
+        "def relative():\n    from . import nosuch\n"
+        "def grader():\n    import reference\n    return reference\n"
+        "def absent():\n    import cs336_experiment_tracker\n    return cs336_experiment_tracker\n")
+    probe = staged.import_module("cs336_basics.probe")
+    assert probe.FOUND is None
+    for name in ("own", "installed", "relative"):
+        with pytest.raises(ImportError, match="nosuch"):
+            getattr(probe, name)()
+    try:
+        found = probe.grader()
+    except ImportError:
+        found = None  # the sandboxed worker: the grader's reference is out of reach
+    assert "placeholder" not in repr(found)  # here: the real (namespace) folder, never a stand-in
+    assert "placeholder" in repr(probe.absent())  # an import at call time gets one too
+
+
+def test_placeholders_are_harmless_classes(staged):
+    from validator.worker.imports import MissingModule
+
+    np = MissingModule("numpy", "numpy", "m.py line 1")
+    assert not isinstance(torch.zeros(1), np.ndarray) and np.ndarray | None is not None
+    assert np.typing.NDArray[np.float32] is np.typing.NDArray and np.float32 is np.float32
+    assert bool(np.ndarray)
+
+    class Mine(np.ndarray):
+        pass
+
+    uses = [lambda: np.zeros(3), lambda: Mine(), lambda: list(np.ndarray), lambda: np.float32 + 1,
+            lambda: 2 * np.pi, lambda: -np.e, lambda: len(np.ndarray), lambda: float(np.pi)]
+    for use in uses:
+        with pytest.raises(ModuleNotFoundError, match="the grader's environment does not have the module 'numpy'"):
+            use()
+    with pytest.raises(ModuleNotFoundError):
+        with np.errstate():
+            pass
+    with pytest.raises(AttributeError):
+        np.__array__  # noqa: B018 - dunders are never invented
+    with pytest.raises(AttributeError):
+        np.ndarray.__array_interface__  # noqa: B018
+    assert np.ndarray.__module__ == "numpy" and np.ndarray._missing_where == "m.py line 1"
+
+
+def test_a_failed_import_leaves_no_half_imported_module(staged):
+    root = Path(staged.root)
+    (root / "cs336_basics" / "__init__.py").write_text("from . import nn_utils\nraise RuntimeError('broken init')\n")
+    for _ in range(2):  # the same error every time, whatever was imported before
+        with pytest.raises(RuntimeError, match="broken init"):
+            staged.import_module("cs336_basics.nn_utils")
+        assert not [m for m in sys.modules if m.startswith("cs336_basics")]
+
+
+def test_the_handouts_init_is_no_dynamic_code_for_the_source_checks():
+    package = load_package(IMPORTS, catalogue())
+    found = scan_package(package.data, ["cs336_basics.model"], ["torch.nn.functional.embedding"])
+    assert found == [], [f.describe() for f in found]
+    init = package.data["cs336_basics/__init__.py"] + b"importlib.metadata.entry_points()\n"
+    found = scan_package({**package.data, "cs336_basics/__init__.py": init}, ["cs336_basics.model"], [])
+    assert [f.what for f in found] == ["dynamic_code"]  # entry points load code: still flagged
+
+
+def test_staged_copy_holds_the_scanned_bytes_data_files_and_metadata(tmp_path):
+    root = tmp_path / "pkg"
+    shutil.copytree(IMPORTS, root)
+    package = load_package(root, catalogue())
+    assert set(package.resources) == {"cs336_basics/config.json", "pyproject.toml"}
+    assert package.generated == {"cs336_basics-1.0.3.dist-info/METADATA":
+                                 b"Metadata-Version: 2.1\nName: cs336-basics\nVersion: 1.0.3\n"}
+    (root / "cs336_basics" / "model.py").write_text("raise SystemExit('changed after the scan')\n")
+    files = package.sandbox_files()
+    assert set(files) == set(package.data) | set(package.resources) | set(package.generated)
+    assert all(not Path(p).is_relative_to(root) for p in files.values())  # never the live folder
+    assert Path(files["cs336_basics/model.py"]).read_bytes() == package.data["cs336_basics/model.py"]
+    staged = Path(files["pyproject.toml"]).parent
+    del package
+    assert not staged.exists()  # the private copy goes with the package
+
+
+@pytest.mark.parametrize("pyproject, init, version, note", [
+    ('[project]\nname = "cs336_basics"\nversion = "2.0"\n', "", "2.0", None),
+    ('[project]\nname = "cs336_basics"\ndynamic = ["version"]\n[tool.setuptools.dynamic]\n'
+     'version = {attr = "cs336_basics.__version__"}\n', '__version__ = "3.1"\n', "3.1", None),
+    ('[project]\nname = "cs336_basics"\ndynamic = ["version"]\n[tool.hatch.version]\npath = "cs336_basics/__init__.py"\n',
+     '__version__ = "4.2"\n', "4.2", None),
+    ('[project]\nname = "cs336_basics"\ndynamic = ["version"]\n', "", "0.0.0", "its version is dynamic"),
+    ('[project]\nname = "cs336_basics"\n', "", "0.0.0", "it gives no version"),
+    ('[tool.poetry]\nversion = "5.0"\n', "", "5.0", None),
+    ("", "", "0.0.0", "pyproject.toml has no [project] name and version"),
+])
+def test_package_metadata_when_the_version_is_dynamic_or_missing(tmp_path, pyproject, init, version, note):
+    from validator.package import package_metadata
+
+    (tmp_path / "pyproject.toml").write_text(pyproject)
+    code = {"cs336_basics/__init__.py": (init + 'import importlib.metadata\n').encode(), "tests/__init__.py": b""}
+    files, notes = package_metadata(tmp_path, code)
+    assert files == {f"cs336_basics-{version}.dist-info/METADATA":
+                     f"Metadata-Version: 2.1\nName: cs336_basics\nVersion: {version}\n".encode()}
+    assert [n for n in notes if note and note in n and f"returns '{version}'" in n] if note else notes == []
+
+
+def test_package_metadata_under_the_project_name_and_each_import_package(tmp_path):
+    from validator.package import package_metadata
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "my-llm-homework"\nversion = "1.2"\n')
+    files, _ = package_metadata(tmp_path, {"cs336_basics/__init__.py": b"", "tests/__init__.py": b"",
+                                           "scripts/train.py": b""})
+    assert sorted(files) == ["cs336_basics-1.2.dist-info/METADATA", "my_llm_homework-1.2.dist-info/METADATA"]
+
+
+def _statuses(result) -> dict[str, str]:
+    return {c.id: c.status for c in result.checks if c.kind != "question"}
+
+
+@pytest.mark.thorough
+def test_a_cs336_repository_is_graded_as_it_imports_for_its_author():
+    """The fixture end to end: the handout's __init__, placeholders, data file, adapters, newer syntax."""
+    package = load_package(IMPORTS, catalogue())
+    report = grade(IMPORTS, challenges=["token_embedding", "softmax", "embedding_functional", "rms_norm", "linear"],
+                   seed=4, profile="quick", catalogue=catalogue(), package=package)
+    got = {ch.id: ch for ch in report.challenges}
+    embedding = _statuses(got["token_embedding"])
+    assert {k for k, v in embedding.items() if v != "passed"} <= {"negative_id_flagged"}, embedding  # advice only
+    assert embedding["no_library_embedding_source"] == "passed"  # the handout's importlib.metadata is no dynamic code
+    assert set(_statuses(got["softmax"]).values()) == {"passed"}, _statuses(got["softmax"])
+    if sys.version_info < (3, 12):
+        assert "cs336_basics/typed.py line 8 uses syntax this grader's Python" in got["linear"].problem
+        assert "a `type` alias statement (PEP 695), new in Python 3.12" in got["linear"].problem
+    if absent("regex"):
+        assert "cannot call regex.compile: the grader's environment does not have the module 'regex' (imported in " \
+               "cs336_basics/tokenizer.py line 3)" in got["rms_norm"].problem
+    if absent("wandb"):
+        output = next(c for c in got["embedding_functional"].checks if c.id == "output_shape")
+        assert "calling cs336_basics.logged:embedding_logged raised ModuleNotFoundError: cannot call wandb.log" \
+            in output.message and "at cs336_basics/logged.py:7" in output.message
+    notes = "\n".join(report.notes)
+    assert "cs336_experiment_tracker is not installed in the grader's environment" in notes
+    for name in ABSENT:
+        assert (f"{name} is not installed in the grader's environment" in notes) == absent(name), notes
+
+
+@pytest.mark.thorough
+def test_batch_grades_a_cs336_repository_in_the_sandbox(tmp_path):
+    """The sandboxed worker gets the staged copy: metadata, data file and placeholders work there too."""
+    from validator.batch.grade import grade_folder
+
+    subs = tmp_path / "subs"
+    shutil.copytree(IMPORTS, subs / "dana")
+    out = tmp_path / "out"
+    code = grade_folder(submissions=subs, out=out, challenges=["token_embedding", "linear"], workers=1, timeout=120,
+                        stream=io.StringIO(), live=False)
+    assert code == 0
+    dana = json.loads((out / "dana.json").read_text())
+    embedding, linear = dana["challenges"]
+    assert {c["status"] for c in embedding["checks"] if c["kind"] not in ("question",)} <= {"passed", "advisory"}
+    if sys.version_info < (3, 12):
+        assert "uses syntax this grader's Python" in linear["problem"]
+    assert any("cs336_experiment_tracker is not installed" in n for n in dana["notes"])

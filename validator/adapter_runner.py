@@ -499,9 +499,20 @@ def _arguments(entry: AdaptedEntry, variant: dict, call: dict, inputs: list, wei
 
 
 def execute(entry: AdaptedEntry, call: dict, origin: str | None) -> dict:
-    """One call through the adapter, watched; the result has the shape of :func:`validator.runner.execute`'s."""
-    want = set(call.get("want", ("output",)))
+    """One call through the adapter, watched; the result has the shape of :func:`validator.runner.execute`'s,
+    and says which adapter function it went through (``adapter``), failed or not."""
     variant = entry.variant_for(call)
+    try:
+        result = _execute(entry, variant, call, origin)
+    except StudentError as err:
+        err.info["adapter"] = variant["function"]
+        raise
+    result["adapter"] = variant["function"]
+    return result
+
+
+def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None) -> dict:
+    want = set(call.get("want", ("output",)))
     fn = entry.functions[variant["function"]]
     options = call.get("init_kwargs") or {}
     inject = {k: options[k] for k in ("dtype", "device") if k in options and options[k] is not None}

@@ -121,6 +121,8 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
                                 on_challenge=on_challenge)
         finally:
             torch.set_num_threads(threads)
+        if package is not None:  # what staging set aside, and each module the worker replaced by a placeholder
+            notes = notes + list(package.notes) + package.worker_notes(getattr(worker, "load_reply", None))
         return Report(challenges=results, seed=seed, student=str(student_file), profile=profile,
                       duration_s=time.perf_counter() - started, notes=notes)
 

@@ -227,8 +227,12 @@ class Context:
                 reply[key] = {back.get(k, k): v for k, v in reply[key].items()}
         if isinstance(reply, dict):
             reply.pop("entry_label", None)  # only the grader names things
-            if self.target(call["entry"]) is not None:
-                reply["entry_label"] = self.label(call["entry"])
+            target = self.target(call["entry"])
+            if target is not None:
+                adapter = reply.pop("adapter", None)
+                known = target.adapter is not None and isinstance(adapter, str) and any(
+                    v["function"] == adapter for v in target.adapter["variants"])
+                reply["entry_label"] = f"{target.module}:{adapter}" if known else self.label(call["entry"])
         return reply
 
     def reference_call(self, call: dict) -> dict:

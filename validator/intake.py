@@ -15,6 +15,9 @@ the (capped) size whatever the content, and never recurses deeply.
 Bounds (also in ``docs/batch.md``):
 
 - ``layers.py`` and each helper module: at most :data:`MAX_SOURCE_BYTES` (1 MiB);
+- a student's own package (:mod:`validator.package`): its Python files as above, at most
+  200 and 16 MiB in all; its other files at most 1 MiB each, 200 and 8 MiB in all (more are
+  left out with a note, never a reason not to grade);
 - ``answers.yaml``: at most :data:`MAX_ANSWERS_BYTES` (64 KiB), nesting depth at most
   :data:`MAX_ANSWERS_DEPTH`, no aliases.
 """
@@ -68,11 +71,12 @@ def read_submission_file(path: str | os.PathLike, *, cap: int, what: str | None 
     finally:
         os.close(fd)
     if total > cap:
-        raise IntakeError(f"{name} is larger than {_size(cap)}, the limit for a submitted file: not graded")
+        raise IntakeError(f"{name} is larger than {size_label(cap)}, the limit for a submitted file: not graded")
     return b"".join(chunks)
 
 
-def _size(n: int) -> str:
+def size_label(n: int) -> str:
+    """A byte count as the limits are written: "1 MiB", "64 KiB"."""
     return f"{n >> 20} MiB" if n >= 1 << 20 and not n % (1 << 20) else f"{n >> 10} KiB"
 
 
@@ -117,7 +121,7 @@ def parse_answers(text: str, *, where: str = "answers.yaml") -> dict[str, dict[s
     import yaml
 
     if len(text.encode("utf-8", "surrogatepass")) > MAX_ANSWERS_BYTES:
-        raise IntakeError(f"{where} is larger than {_size(MAX_ANSWERS_BYTES)}, the limit for answers: ignored")
+        raise IntakeError(f"{where} is larger than {size_label(MAX_ANSWERS_BYTES)}, the limit for answers: ignored")
     if flow_depth(text) > MAX_ANSWERS_DEPTH:
         raise _too_deep(where)
     try:

@@ -138,7 +138,14 @@ def _matches_api(name: str, banned: list[str]) -> str | None:
     return None
 
 
+# Calls a construct's prefix covers that are no such construct: reading a package's own version from its
+# metadata (CS336's handed-out __init__.py does) runs no code; entry_points().load() would, and stays flagged.
+NOT_CONSTRUCTS = ("importlib.metadata.version", "importlib.metadata.PackageNotFoundError")
+
+
 def _construct_of(name: str, allow: set[str]) -> str | None:
+    if any(_covers(p, name) for p in NOT_CONSTRUCTS):
+        return None
     for construct, prefixes in CONSTRUCTS.items():
         if construct in allow:
             continue
@@ -215,9 +222,12 @@ class _Scanner:
                     bound = a.asname or a.name
                     self.aliases[bound] = f"{module}.{a.name}"
                     self.imports.append((node.lineno, bound, f"{module}.{a.name}"))
+        inner = self.exempt_chains()
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store):
                 self.used.add(node.id)
+            if id(node) in inner:
+                continue  # `importlib` in `importlib.metadata.version`: the whole name is no construct
             if isinstance(node, ast.Attribute) and node.attr in _DUNDERS and _DUNDERS[node.attr] not in self.allow:
                 self.add(node.lineno, _DUNDERS[node.attr], True)
             if isinstance(node, ast.Attribute) and node.attr == "__dict__" and "computed_getattr" not in self.allow:
@@ -242,6 +252,21 @@ class _Scanner:
                 if what and (line, what) not in used_lines:
                     self.add(line, what, construct, unused=True)
         return sorted(self.found.values(), key=lambda f: (f.line, f.what))
+
+    def exempt_chains(self) -> set[int]:
+        """The inner nodes of each dotted name that :data:`NOT_CONSTRUCTS` exempts as a whole."""
+        inner: set[int] = set()
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Attribute):
+                dotted = _dotted(node)
+                resolved = self.resolve(dotted) if dotted else None
+                if resolved and any(_covers(p, resolved) for p in NOT_CONSTRUCTS):
+                    part = node.value
+                    while isinstance(part, ast.Attribute):
+                        inner.add(id(part))
+                        part = part.value
+                    inner.add(id(part))
+        return inner
 
     def call(self, node: ast.Call) -> None:
         func = _dotted(node.func)

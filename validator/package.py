@@ -21,10 +21,14 @@ against the catalogue when it is read, and each problem names the file and the k
 ``default`` if given, else in a ``layers.py`` at the package root, else they are
 reported as not mapped.
 
-Every Python file under the package root (hidden folders, ``__pycache__`` and
-virtual environments left out) is read with :func:`validator.intake.read_submission_file`
-(no links, regular files, capped); those bytes, and only those, are what the worker
-imports from a staged copy and what :mod:`validator.integrity` scans.
+Every Python file under the package root (hidden folders, ``__pycache__``, virtual
+environments and run outputs left out) is read with :func:`validator.intake.read_submission_file`
+(no links, regular files, capped); those bytes, and only those, are the code the worker
+imports from a staged copy and what :mod:`validator.integrity` scans. The copy also holds
+the package's small non-Python files (a config or vocabulary its code reads, within
+:data:`MAX_DATA_FILES` / :data:`MAX_DATA_BYTES`) and a ``NAME-VERSION.dist-info`` made
+from its ``pyproject.toml``, so ``importlib.metadata.version(NAME)`` works as it does
+for the package's author (see :func:`package_metadata`).
 """
 
 from __future__ import annotations
@@ -34,22 +38,35 @@ import os
 import re
 import shutil
 import tempfile
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from validator.intake import MAX_SOURCE_BYTES, IntakeError, read_submission_file
+from validator.intake import MAX_SOURCE_BYTES, IntakeError, read_submission_file, size_label
 
 MAX_MAP_BYTES = 64 << 10
-MAX_PACKAGE_FILES = 200
+MAX_PACKAGE_FILES = 200  # Python files: a CS336 repository holds 20-70, tests and scripts included
 MAX_PACKAGE_BYTES = 16 << 20
+MAX_DATA_FILES = 200  # non-Python files staged beside the code; more are left out, with a note
+MAX_DATA_FILE_BYTES = MAX_SOURCE_BYTES  # one data file (larger ones, a dataset or a checkpoint, are left out)
+MAX_DATA_BYTES = 8 << 20  # all data files together
+MAX_PYPROJECT_BYTES = 256 << 10
+MAX_WORKER_NOTES, MAX_NOTE_CHARS = 25, 600
 SECTION = "[tool.validator]"
 _DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
 _TARGET = re.compile(rf"^({_DOTTED}):([A-Za-z_][A-Za-z0-9_]*)$")
 _MODULE = re.compile(rf"^{_DOTTED}$")
 _KNOWN_KEYS = ("map", "parameters", "default")
 _SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", "dist-packages", "build", "dist"}
+# Run outputs and data, left out unless the folder is a Python package (holds __init__.py): "wandb" anywhere,
+# the others at the package root, where training scripts write them.
+_RUN_DIRS = {"wandb", "mlruns", "lightning_logs"}
+_ROOT_DATA_DIRS = {"data", "datasets", "outputs", "output", "out", "checkpoints", "ckpt", "ckpts", "runs", "logs",
+                   "artifacts", "results", "cache", "tmp"}
+# Never staged: compiled code, and archives Python could import from (zipimport) without the scan seeing them.
+_NEVER_STAGED = (".pyc", ".pyo", ".pyd", ".so", ".dylib", ".dll", ".exe", ".pth", ".zip", ".egg", ".whl", ".pyz")
 
 
 class MapError(Exception):
@@ -89,6 +106,8 @@ class StudentPackage:
     notes: list[str] = field(default_factory=list)  # problems set aside by a lenient load (see load_package)
     files: dict[str, Path] = field(default_factory=dict)  # relative posix path -> file
     data: dict[str, bytes] = field(default_factory=dict)  # relative posix path -> the bytes read
+    resources: dict[str, bytes] = field(default_factory=dict)  # non-Python files staged beside the code
+    generated: dict[str, bytes] = field(default_factory=dict)  # the grader's own files (the dist-info)
 
     @property
     def map_name(self) -> str:
@@ -117,17 +136,30 @@ class StudentPackage:
         """The challenges graded through tests/adapters.py, in the package's target order."""
         return [cid for cid, entries in self.targets.items() if any(t.adapter for t in entries.values())]
 
-    def sandbox_files(self) -> dict[str, str]:
-        """Scratch name -> source file, for :class:`validator.sandbox.Sandbox` (re-read there with the same bounds)."""
-        return {rel: str(path) for rel, path in self.files.items()}
+    def sandbox_files(self, into: str | os.PathLike | None = None) -> dict[str, str]:
+        """Scratch name -> file, for :class:`validator.sandbox.Sandbox`: a staged copy of the bytes that were
+        read and scanned (never the student's live files, which could change after the scan).
+
+        Without ``into`` the copy goes to a private temporary folder, removed when this object is dropped.
+        """
+        if into is None:
+            into = tempfile.mkdtemp(prefix="validator-package-")
+            weakref.finalize(self, _remove_if_owner, into, os.getpid())
+        folder = self.stage(into)
+        return {rel: str(folder / rel) for rel in self.staged_names()}
+
+    def staged_names(self) -> list[str]:
+        return [*self.data, *self.resources, *self.generated]
 
     def stage(self, into: str | os.PathLike | None = None) -> Path:
-        """Write the bytes that were read (and scanned) into a fresh folder; the worker imports from there."""
+        """Write the bytes that were read (and scanned), the data files and the package's metadata into a fresh
+        folder; the worker imports from there."""
         folder = Path(into or tempfile.mkdtemp(prefix="validator-package-"))
-        for rel, data in self.data.items():
-            dest = folder / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(data)
+        for part in (self.data, self.resources, self.generated):
+            for rel, data in part.items():
+                dest = folder / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(data)
         return folder
 
     @contextmanager
@@ -142,6 +174,15 @@ class StudentPackage:
                 yield worker
         finally:
             shutil.rmtree(staged, ignore_errors=True)
+
+    @staticmethod
+    def worker_notes(load_reply: Any) -> list[str]:
+        """The notes of a worker's load reply (modules replaced by placeholders), as bounded plain strings:
+        the worker runs the student's code, so its reply is never trusted to be well-formed."""
+        notes = load_reply.get("notes") if isinstance(load_reply, dict) else None
+        if not isinstance(notes, list):
+            return []
+        return [n[:MAX_NOTE_CHARS] for n in notes[:MAX_WORKER_NOTES] if isinstance(n, str)]
 
     def module_file(self, module: str) -> str | None:
         """The relative file that holds ``module`` (a .py file or a package's __init__.py)."""
@@ -188,40 +229,227 @@ def _has_mapping(path: Path) -> bool:
     return re.search(r"^\s*\[\s*tool\.validator[\].]", text, re.MULTILINE) is not None
 
 
+def _skipped_dir(folder: str, name: str, at_root: bool) -> bool:
+    """Folders never read: hidden ones, caches, build outputs, virtual environments, run outputs and data."""
+    path = os.path.join(folder, name)
+    if name.startswith(".") or name in _SKIP_DIRS or name.endswith((".dist-info", ".egg-info")) or os.path.islink(path):
+        return True
+    if os.path.exists(os.path.join(path, "pyvenv.cfg")) or os.path.isdir(os.path.join(path, "conda-meta")):
+        return True
+    if name in _RUN_DIRS or (at_root and name in _ROOT_DATA_DIRS):
+        return not os.path.isfile(os.path.join(path, "__init__.py"))
+    return False
+
+
+def walk_package(root: Path) -> Iterator[tuple[str, Path]]:
+    """``(relative posix path, path)`` of every file under ``root`` that a package's intake looks at, in a stable
+    order: no links (neither files nor folders), no skipped folders (:func:`_skipped_dir`), no hidden files."""
+    top = os.fspath(root)
+    for folder, dirs, names in os.walk(top, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not _skipped_dir(folder, d, folder == top))
+        for name in sorted(names):
+            path = Path(folder) / name
+            if not name.startswith(".") and not path.is_symlink():
+                yield path.relative_to(root).as_posix(), path
+
+
+def _too_many(root: Path) -> str:
+    counts: dict[str, int] = {}
+    for rel, _ in walk_package(root):
+        if rel.endswith(".py"):
+            top = rel.split("/")[0] + "/" if "/" in rel else "the root"
+            counts[top] = counts.get(top, 0) + 1
+    biggest = ", ".join(f"{n} in {top}" for top, n in sorted(counts.items(), key=lambda kv: -kv[1])[:3])
+    return (f"the package holds {sum(counts.values())} Python files, more than {MAX_PACKAGE_FILES}, the limit for "
+            f"a submission ({biggest}): not graded; leave data, experiments, run outputs and environments out of "
+            "its root (folders named data, outputs, checkpoints, runs, wandb... at the root are skipped)")
+
+
 def read_files(root: Path) -> tuple[dict[str, Path], dict[str, bytes], list[str]]:
     """Every Python file under ``root`` (links are not followed), read with the intake's bounds."""
     files: dict[str, Path] = {}
     data: dict[str, bytes] = {}
     problems: list[str] = []
     total = 0
-    for folder, dirs, names in os.walk(root, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS
-                         and not os.path.exists(os.path.join(folder, d, "pyvenv.cfg"))
-                         and not os.path.islink(os.path.join(folder, d)))
-        for name in sorted(names):
-            if not name.endswith(".py"):
-                continue
-            path = Path(folder) / name
-            rel = path.relative_to(root).as_posix()
-            if path.is_symlink():
-                continue  # never followed, never staged: importing it fails in the worker, with its name
-            if len(files) >= MAX_PACKAGE_FILES:
-                problems.append(f"the package holds more than {MAX_PACKAGE_FILES} Python files, the limit for a "
-                                "submission: not graded (leave data, tests and environments out of its root)")
-                return files, data, problems
-            try:
-                raw = read_submission_file(path, cap=MAX_SOURCE_BYTES, what=rel)
-            except IntakeError as exc:
-                problems.append(str(exc))
-                continue
-            total += len(raw)
-            if total > MAX_PACKAGE_BYTES:
-                problems.append(f"the package's Python files hold more than {MAX_PACKAGE_BYTES >> 20} MiB, the "
-                                "limit for a submission: not graded")
-                return files, data, problems
-            files[rel] = path
-            data[rel] = raw
+    for rel, path in walk_package(root):
+        if not rel.endswith(".py"):
+            continue
+        if len(files) >= MAX_PACKAGE_FILES:
+            problems.append(_too_many(root))
+            return files, data, problems
+        try:
+            raw = read_submission_file(path, cap=MAX_SOURCE_BYTES, what=rel)
+        except IntakeError as exc:
+            problems.append(str(exc))
+            continue
+        total += len(raw)
+        if total > MAX_PACKAGE_BYTES:
+            problems.append(f"the package's Python files hold more than {MAX_PACKAGE_BYTES >> 20} MiB, the "
+                            "limit for a submission: not graded")
+            return files, data, problems
+        files[rel] = path
+        data[rel] = raw
     return files, data, problems
+
+
+def read_resources(root: Path, code: dict[str, bytes]) -> tuple[dict[str, bytes], list[str]]:
+    """The package's non-Python files to stage beside its code, and a note on those left out.
+
+    Files in a folder that holds Python code come first, then the smaller ones; a file over
+    :data:`MAX_DATA_FILE_BYTES`, or past :data:`MAX_DATA_FILES` / :data:`MAX_DATA_BYTES` in all, is
+    left out (a dataset, a checkpoint, a PDF). Compiled code (``.so``, ``.pyc``) is never staged.
+    A data file is never a reason not to grade.
+    """
+    code_dirs = {rel.rpartition("/")[0] for rel in code}
+    candidates = []
+    for rel, path in walk_package(root):
+        if rel.endswith(".py") or rel.lower().endswith(_NEVER_STAGED):
+            continue
+        try:
+            size = path.lstat().st_size
+        except OSError:
+            continue
+        candidates.append((rel.rpartition("/")[0] not in code_dirs, size, rel, path))
+    staged: dict[str, bytes] = {}
+    large, over, unreadable = [], [], []
+    total = 0
+    for _, size, rel, path in sorted(candidates):
+        if size > MAX_DATA_FILE_BYTES:
+            large.append(f"{rel} ({_mib(size)})")
+            continue
+        if len(staged) >= MAX_DATA_FILES or total + size > MAX_DATA_BYTES:
+            over.append(rel)
+            continue
+        try:
+            raw = read_submission_file(path, cap=MAX_DATA_FILE_BYTES, what=rel)
+        except IntakeError:
+            unreadable.append(rel)
+            continue
+        if total + len(raw) > MAX_DATA_BYTES:
+            over.append(rel)
+            continue
+        staged[rel] = raw
+        total += len(raw)
+    parts = []
+    if large:
+        parts.append(f"{_few(large)} (over {size_label(MAX_DATA_FILE_BYTES)} each)")
+    if over:
+        parts.append(f"{_few(over)} (past the {MAX_DATA_FILES} files or {size_label(MAX_DATA_BYTES)} staged for "
+                     "data, small files and those next to the code first)")
+    if unreadable:
+        parts.append(f"{_few(unreadable)} (not regular files)")
+    notes = []
+    if parts:
+        count = len(large) + len(over) + len(unreadable)
+        notes.append(f"{count} non-Python file{'s' * (count > 1)} of the package {'are' if count > 1 else 'is'} not "
+                     f"in the grader's copy, so code that reads {'them' if count > 1 else 'it'} there will not find "
+                     f"{'them' if count > 1 else 'it'}: " + "; ".join(parts))
+    return staged, notes
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
+
+
+def _few(names: list[str], shown: int = 4) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def _remove_if_owner(folder: str, owner: int) -> None:
+    """Remove a private staged copy, only in the process that made it (a forked child shares the finalizer)."""
+    if os.getpid() == owner:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# -- the package's metadata, so importlib.metadata.version() works on the staged copy ------------------
+_PROJECT_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")  # PEP 508
+_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+!_-]{0,63}$")
+FALLBACK_VERSION = "0.0.0"
+
+
+def package_metadata(root: Path, code: dict[str, bytes]) -> tuple[dict[str, bytes], list[str]]:
+    """``NAME-VERSION.dist-info/METADATA`` files for the staged copy, and notes.
+
+    The name and version come from ``[project]`` in ``ROOT/pyproject.toml``. A dynamic or missing
+    version is read, without running anything, from where the build backend would
+    (``[tool.setuptools.dynamic] version = {attr = ...}``, ``[tool.hatch.version] path``,
+    ``[tool.poetry] version``); failing that it is :data:`FALLBACK_VERSION`, with a note when the
+    package's code reads its metadata. Each top-level package (a folder with ``__init__.py``) whose
+    name differs from the project's gets the same metadata under its own name, so
+    ``importlib.metadata.version("cs336_basics")`` works whether the project is called
+    ``cs336-basics``, ``cs336_basics`` or something else.
+    """
+    from validator.tomlcompat import tomllib
+
+    doc: dict[str, Any] = {}
+    try:
+        doc = tomllib.loads(read_submission_file(root / "pyproject.toml", cap=MAX_PYPROJECT_BYTES).decode("utf-8"))
+    except (IntakeError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
+        pass
+    project = doc.get("project") if isinstance(doc.get("project"), dict) else {}
+    name = project.get("name") if isinstance(project.get("name"), str) else None
+    name = name if name and _PROJECT_NAME.match(name) else None
+    version = project.get("version")
+    dynamic = project.get("dynamic") if isinstance(project.get("dynamic"), list) else []
+    why = None
+    if not isinstance(version, str) or "version" in dynamic or not _VERSION.match(version):
+        version = _static_version(doc, code)
+        if version is None:
+            version = FALLBACK_VERSION
+            why = ("its version is dynamic" if "version" in dynamic else "it gives no version") if name else                 "pyproject.toml has no [project] name and version"
+    tops = sorted(rel.split("/")[0] for rel in code if rel.count("/") == 1 and rel.endswith("/__init__.py"))
+    names = [name] if name else []
+    for top in tops:
+        if not top.startswith("test") and all(_normal(top) != _normal(n) for n in names):
+            names.append(top)
+    files = {f"{_normal(n)}-{version.replace('-', '_')}.dist-info/METADATA":
+             f"Metadata-Version: 2.1\nName: {n}\nVersion: {version}\n".encode() for n in names}
+    notes = []
+    reads_metadata = any(b"metadata" in src or b"pkg_resources" in src for src in code.values())
+    if why and names and reads_metadata:
+        notes.append(f"the package's metadata has no version ({why}): in the grader, importlib.metadata.version("
+                     f"{names[0]!r}) returns {FALLBACK_VERSION!r}")
+    return files, notes
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def _static_version(doc: dict[str, Any], code: dict[str, bytes]) -> str | None:
+    """A dynamic version where the build backend would find it, read without running anything."""
+    tool = doc.get("tool") if isinstance(doc.get("tool"), dict) else {}
+    setuptools = tool.get("setuptools") if isinstance(tool.get("setuptools"), dict) else {}
+    dynamic = setuptools.get("dynamic") if isinstance(setuptools.get("dynamic"), dict) else {}
+    spec = dynamic.get("version") if isinstance(dynamic.get("version"), dict) else {}
+    found = None
+    if isinstance(spec.get("attr"), str) and "." in spec["attr"]:
+        module, _, attr = spec["attr"].rpartition(".")
+        base = module.replace(".", "/")
+        rel = next((r for r in (f"{base}.py", f"{base}/__init__.py") if r in code), None)
+        found = _literal(code[rel], attr) if rel else None
+    hatch = tool.get("hatch") if isinstance(tool.get("hatch"), dict) else {}
+    path = (hatch.get("version") or {}).get("path") if isinstance(hatch.get("version"), dict) else None
+    if found is None and isinstance(path, str) and path in code:
+        found = _literal(code[path], "__version__")
+    poetry = tool.get("poetry") if isinstance(tool.get("poetry"), dict) else {}
+    if found is None and isinstance(poetry.get("version"), str):
+        found = poetry["version"]
+    return found if isinstance(found, str) and _VERSION.match(found) else None
+
+
+def _literal(source: bytes, name: str) -> str | None:
+    """The string a module assigns to ``name`` at its top level, if it is a plain literal."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Constant):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets) and isinstance(node.value.value, str):
+                return node.value.value
+    return None
 
 
 def _parse_toml(raw: bytes, where: str) -> dict[str, Any]:
@@ -310,6 +538,10 @@ def load_package(root: str | os.PathLike, catalogue: dict, *, map_path: str | os
         section, prefix = {}, "tool.validator."
     files, data, read_problems = read_files(root)
     pkg = StudentPackage(root=root, map_file=map_file, map_arg=map_arg, files=files, data=data)
+    if not read_problems:
+        pkg.resources, data_notes = read_resources(root, data)
+        pkg.generated, meta_notes = package_metadata(root, data)
+        pkg.notes.extend(data_notes + meta_notes)
     problems = list(read_problems)
     for key in section:
         if key not in _KNOWN_KEYS:

@@ -59,33 +59,24 @@ def _import_failure(exc: BaseException, origin: str, shown: str) -> dict:
     return info
 
 
-def _load_package(root: str, targets: dict) -> tuple[dict, dict]:
+def _load_package(root: str, targets: dict) -> tuple[dict, dict, list[str]]:
     """Import a student's package from its staged root: ``challenge.Entry -> [module, attr]``.
 
     Returns the namespace (qualified names, plus each contract name that only one challenge
-    uses) and one error per entry that could not be found. A module that fails to import
-    costs only the entries it holds.
+    uses), one error per entry that could not be found, and notes for the report (each module
+    the grader's environment lacks, replaced by a placeholder: see :mod:`validator.worker.imports`).
+    A module that fails to import costs only the entries it holds.
     """
-    import importlib
-
     from validator.runner import install_thread_counter
 
     install_thread_counter()
-    origin = os.path.join(os.path.abspath(root), "")
-    sys.path.insert(0, origin.rstrip(os.sep))
-    importlib.invalidate_caches()
+    package = _staged_package(root)
     namespace: dict = {}
     errors: dict = {}
     modules: dict = {}
     for qualified, (module_name, attr) in sorted(targets.items()):
         if module_name not in modules:
-            try:
-                module = importlib.import_module(module_name)
-                where = os.path.abspath(getattr(module, "__file__", None) or "")
-                modules[module_name] = module if where.startswith(origin) else _clash(module_name, where)
-            except BaseException as exc:  # noqa: BLE001 - reported for the entries of this module only
-                modules[module_name] = _import_failure(exc, origin,
-                                                       _relative(getattr(exc, "filename", None) or "", origin))
+            modules[module_name] = _import_staged(package, module_name)
         found = modules[module_name]
         if isinstance(found, dict):
             errors[qualified] = found
@@ -98,7 +89,34 @@ def _load_package(root: str, targets: dict) -> tuple[dict, dict]:
     for qualified, obj in namespace.items():
         plain.setdefault(qualified.partition(".")[2], []).append(obj)
     namespace.update({name: objs[0] for name, objs in plain.items() if len(objs) == 1})
-    return namespace, errors
+    return namespace, errors, package.notes()
+
+
+_PACKAGE = None  # the worker's StagedPackage, once a package was loaded (one per process)
+
+
+def _staged_package(root: str):
+    """The import machinery for the staged root, installed once per worker process."""
+    global _PACKAGE
+    from validator.worker.imports import StagedPackage
+
+    if _PACKAGE is None:
+        _PACKAGE = StagedPackage(root)
+        _PACKAGE.install()
+    return _PACKAGE
+
+
+def _import_staged(package, module_name: str):
+    """``module_name`` imported from the staged package, or the import's failure as plain data.
+
+    A module that resolves outside the staged root (its name is an installed module's) is a clash.
+    """
+    try:
+        module = package.import_module(module_name)
+    except BaseException as exc:  # noqa: BLE001 - reported for the entries of this module only
+        return _import_failure(exc, package.root, _relative(getattr(exc, "filename", None) or "", package.root))
+    where = os.path.abspath(getattr(module, "__file__", None) or "")
+    return module if where.startswith(package.root) else _clash(module_name, where)
 
 
 def _adapt(namespace: dict, errors: dict, adapters: dict, targets: dict) -> None:
@@ -156,12 +174,12 @@ def serve(req_fd: int, resp_fd: int) -> None:
                 root = _STAGED_ROOT or request["package"]["root"]
                 origin = os.path.join(os.path.abspath(root), "")
                 adapters = request["package"].get("adapters") or {}
-                if adapters:  # before any of the package is imported: its classes are then watched
+                if adapters:  # before any of the package is imported (and its builtins copied): classes are watched
                     from validator.adapter_runner import watch_classes
                     watch_classes(origin)
-                namespace, errors = _load_package(root, request["package"]["targets"])
+                namespace, errors, notes = _load_package(root, request["package"]["targets"])
                 _adapt(namespace, errors, adapters, request["package"]["targets"])
-                reply = {"ok": True, "exception": None, "entry_errors": errors,
+                reply = {"ok": True, "exception": None, "entry_errors": errors, "notes": notes,
                          "names": sorted(k for k in namespace if not k.startswith("_"))}
             elif op == "load":
                 origin = os.path.abspath(_STUDENT_FILE or request["path"])
@@ -250,7 +268,7 @@ def _prepare_template() -> None:
     from torch.utils import _python_dispatch  # noqa: F401
 
     from validator import adapter_runner, runner, sandbox  # noqa: F401
-    from validator.worker import protocol  # noqa: F401
+    from validator.worker import imports, protocol  # noqa: F401
 
     runner.skip_absent_device_seeding()
     runner.skip_dynamo_disable_shims()

@@ -1,0 +1,209 @@
+"""A CS336-style repository graded as it is, through its own tests/adapters.py (issue 19, item 1).
+
+tests/packages/cs336_adapters/ holds three repositories of our own, each correct and each in a shape
+the contract's constructors cannot call: ``plain`` (the contract's layers under other names, loaded
+with load_state_dict, ``module.forward`` called directly), ``fused`` (one fused QKV projection, a RoPE
+module passed to the attention and block constructors, keyword-only arguments, weights passed to
+constructors, ``.data =`` loading) and ``heads`` (sub-packages, one Linear per head, RoPE switched on
+by a flag with keyword-only settings, attention as a module, RMSNorm in float32 for every input).
+Each must get every graded check of the nine challenges an adapter reaches, on every seed; each bug
+planted in ``plain`` (BROKEN) must cost points in its own challenge, and only where it reaches.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers import catalogue
+from validator import adapters
+from validator.adapter_runner import _common_prefix, locate
+from validator.api import grade
+from validator.package import is_package_root, load_package
+from validator.spec import SpecError
+
+REPOS = Path(__file__).resolve().parent / "packages" / "cs336_adapters"
+NINE = ["token_embedding", "linear", "rms_norm", "swiglu", "rope", "softmax", "attention",
+        "multihead_self_attention", "transformer_block"]
+# What an adapter cannot show, and so is reported as not graded (never as failed): the constructor's
+# signature is the student's own, and run_rmsnorm always passes eps.
+NOT_GRADED = {f"{c}/signature" for c in NINE} | {"rms_norm/default_eps"}
+SEEDS = range(int(os.environ.get("VALIDATOR_TEST_SEEDS", "1")))
+
+
+def graded(root: Path, challenges: list[str], seed: int = 0, profile: str = "default", checks=None):
+    pkg = load_package(root, catalogue())
+    return grade(root, package=pkg, challenges=challenges, seed=seed, profile=profile, checks=checks,
+                 catalogue=catalogue())
+
+
+def verdicts(report) -> dict[str, str]:
+    return {f"{ch.id}/{c.id}": c.status for ch in report.challenges for c in ch.checks if c.kind != "question"}
+
+
+# -- finding the weights by value ------------------------------------------------------------------------
+def test_locate_finds_weights_whole_transposed_fused_and_split():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(4, 6, generator=g) for _ in range(3))
+    w = torch.randn(3, 5, generator=g)
+    params = {"qkv": torch.cat([q, k, v]), "wt": w.T.contiguous(), "h0": q[:2].clone(), "h1": q[2:].clone(),
+              "bias": torch.zeros(3)}
+    found = locate({"q": q, "k": k, "w": w}, params)
+    assert {p for p, _, _ in found["k"]} == {"qkv"}
+    [(name, idx, sel)] = found["w"]
+    assert name == "wt" and torch.equal(params["wt"].reshape(-1)[idx], w.reshape(-1)[sel])
+    assert {p for p, _, _ in found["q"]} <= {"qkv", "h0", "h1"}
+    for piece in found["q"]:
+        assert torch.equal(params[piece[0]].reshape(-1)[piece[1]], q.reshape(-1)[piece[2]])
+    assert "x" not in locate({"x": torch.randn(2, 2, generator=g)}, params)  # not loaded: not found
+
+
+def test_locate_compares_in_the_parameters_dtype():
+    w = torch.randn(3, 3, dtype=torch.float64)
+    found = locate({"w": w}, {"p": w.float()})
+    assert [p for p, _, _ in found["w"]] == ["p"]
+
+
+def test_common_module_prefix():
+    assert _common_prefix([["attn", "qkv"], ["attn", "out"]]) == ["attn"]
+    assert _common_prefix([["attn", "heads", "0", "q"], ["attn", "heads", "1", "q"], ["attn", "o"]]) == ["attn"]
+    assert _common_prefix([["norm1"]]) == ["norm1"]
+    assert _common_prefix([["a"], ["b"]]) == []
+
+
+# -- finding the adapters ----------------------------------------------------------------------------------
+def test_stubs_are_told_from_filled_in_adapters():
+    source = b'''
+def run_linear(d_in, d_out, weights, in_features):
+    """Docstring."""
+    raise NotImplementedError
+
+def run_embedding(vocab_size, d_model, weights, token_ids):
+    raise NotImplementedError("todo")
+
+def run_rmsnorm(d_model, eps, weights, in_features):
+    norm = RMSNorm(d_model, eps)
+    return norm(in_features)
+'''
+    found = adapters.adapter_functions(source)
+    assert found["run_linear"].stub and found["run_embedding"].stub and not found["run_rmsnorm"].stub
+    reached, stubbed = adapters.reach(found, catalogue())
+    assert list(reached) == ["rms_norm"]
+    assert "NotImplementedError" in stubbed["linear"]["Linear"] and "fill it in" in stubbed["linear"]["Linear"]
+    assert adapters.adapter_functions(b"def broken(:\n") is None
+
+
+def test_a_repository_with_adapters_is_a_package_root(tmp_path):
+    assert is_package_root(REPOS / "plain")
+    (tmp_path / "tests").mkdir()
+    assert not is_package_root(tmp_path)
+    (tmp_path / "tests" / "adapters.py").write_text("def run_softmax(in_features, dim):\n    return in_features\n")
+    assert is_package_root(tmp_path)
+    pkg = load_package(tmp_path, catalogue())
+    assert pkg.mapped_challenges(list(catalogue())) == ["softmax"]
+    target = pkg.target("softmax", "softmax")
+    assert target.adapter is not None and target.label == "tests.adapters:run_softmax"
+
+
+def test_unfilled_adapters_say_so_and_a_map_line_takes_over(tmp_path):
+    root = tmp_path / "repo"
+    (root / "tests").mkdir(parents=True)
+    (root / "pkg").mkdir()
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "layers.py").write_text("def sm(x, dim):\n    return x.softmax(dim)\n")
+    (root / "tests" / "adapters.py").write_text(
+        "def run_softmax(in_features, dim):\n    raise NotImplementedError\n\n"
+        "def run_linear(d_in, d_out, weights, in_features):\n    raise NotImplementedError\n")
+    (root / "pyproject.toml").write_text('[tool.validator.map]\n"softmax.softmax" = "pkg.layers:sm"\n')
+    pkg = load_package(root, catalogue())
+    assert pkg.target("softmax", "softmax").adapter is None  # the stub is not used: the map line is
+    assert "NotImplementedError" in pkg.unmapped["linear"]["Linear"]
+
+
+def test_an_adapter_argument_must_name_what_the_entry_has(tmp_path):
+    spec = (Path(__file__).resolve().parents[1] / "challenges" / "linear.yaml").read_text()
+    bad = spec.replace("weights: {param: weight}", "weights: {param: bias}")
+    assert bad != spec
+    (tmp_path / "linear.yaml").write_text(bad)
+    from validator.spec import load_challenge
+    with pytest.raises(SpecError, match=r"argument 'weights' takes param 'bias'.*its params: weight"):
+        load_challenge(tmp_path / "linear.yaml")
+
+
+# -- grading through the adapters ----------------------------------------------------------------------------
+def test_linear_through_a_plain_adapter():
+    """The default tier's representative: structure, values, gradients, init and device, through run_linear."""
+    report = graded(REPOS / "plain", ["linear"], checks=["parameters", "signature", "meta_device", "matches_reference",
+                                                         "gradients", "init_distribution"], profile="quick")
+    got = verdicts(report)
+    assert got == {"linear/parameters": "passed", "linear/signature": "skipped", "linear/meta_device": "passed",
+                   "linear/matches_reference": "passed", "linear/gradients": "passed",
+                   "linear/init_distribution": "passed"}, report.challenges[0].checks
+    [ch] = report.challenges
+    signature = next(c for c in ch.checks if c.id == "signature")
+    assert signature.max_score == 0 and "not graded through tests/adapters.py" in signature.message
+    assert ch.implementations == {"Linear": "tests.adapters:run_linear (tests/adapters.py)"}
+
+
+@pytest.mark.thorough
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("repo", ["plain", "fused", "heads"])
+def test_correct_repositories_get_every_graded_check(repo, seed):
+    report = graded(REPOS / repo, NINE, seed=seed)
+    got = verdicts(report)
+    not_graded = {k for k, v in got.items() if v == "skipped"}
+    wrong = {k: v for k, v in got.items() if v not in ("passed", "skipped", "advisory")}
+    messages = {f"{ch.id}/{c.id}": c.message for ch in report.challenges for c in ch.checks}
+    assert not wrong, {k: messages[k][:400] for k in wrong}
+    assert not_graded == NOT_GRADED, not_graded ^ NOT_GRADED
+    assert report.review == []
+    assert [ch.id for ch in report.challenges] == NINE
+
+
+# Bugs planted in `plain`, each in one layer: (file, old, new, the challenge it is in, where it may reach).
+BLOCK_PARTS = {"transformer_block"}
+BROKEN = {
+    "linear_not_transposed": ("cs336_basics/layers.py", "return x @ self.W.T", "return x @ self.W",
+                              "linear", {"swiglu", "multihead_self_attention"} | BLOCK_PARTS),
+    "rmsnorm_eps_outside_sqrt": ("cs336_basics/layers.py", "torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)",
+                                 "torch.sqrt(x.pow(2).mean(-1, keepdim=True)) + self.eps", "rms_norm", BLOCK_PARTS),
+    "softmax_without_max": ("cs336_basics/layers.py", "torch.exp(wide - wide.amax(dim=dim, keepdim=True))",
+                            "torch.exp(wide)", "softmax", {"attention", "multihead_self_attention"} | BLOCK_PARTS),
+    "attention_not_causal": ("cs336_basics/layers.py", "torch.ones(n, n, dtype=torch.bool, device=x.device).tril()",
+                             "torch.ones(n, n, dtype=torch.bool, device=x.device)", "multihead_self_attention",
+                             BLOCK_PARTS),
+    "block_post_norm": ("cs336_basics/layers.py", "x = x + self.attn(self.ln1(x))", "x = self.ln1(x + self.attn(x))",
+                        "transformer_block", set()),
+    "rope_rotates_halves": ("cs336_basics/layers.py", "a, b = work[..., 0::2], work[..., 1::2]",
+                            "a, b = work[..., : work.shape[-1] // 2], work[..., work.shape[-1] // 2:]", "rope",
+                            {"multihead_self_attention"} | BLOCK_PARTS),
+    "silu_is_sigmoid": ("cs336_basics/layers.py", "return x * torch.sigmoid(x)", "return torch.sigmoid(x)", "swiglu",
+                        BLOCK_PARTS),
+    "embedding_clamps_ids": ("cs336_basics/layers.py", "return self.table[token_ids]",
+                             "return self.table[token_ids.clamp(0, self.table.shape[0] - 1)]", "token_embedding",
+                             set()),
+    "adapter_swaps_w1_w3": ("tests/adapters.py", '{"w1.W": w1_weight, "w2.W": w2_weight, "w3.W": w3_weight}',
+                            '{"w1.W": w3_weight, "w2.W": w2_weight, "w3.W": w1_weight}', "swiglu", set()),
+}
+
+
+@pytest.mark.thorough
+@pytest.mark.parametrize("bug", sorted(BROKEN))
+def test_each_bug_costs_its_own_challenge_and_only_where_it_reaches(bug, tmp_path):
+    rel, old, new, owner, reaches = BROKEN[bug]
+    root = tmp_path / "repo"
+    shutil.copytree(REPOS / "plain", root)
+    text = (root / rel).read_text()
+    assert old in text, f"{old!r} is no longer in {rel}"
+    (root / rel).write_text(text.replace(old, new, 1))
+    report = graded(root, NINE, seed=1, profile="batch")  # what official grading runs
+    lost = {ch.id for ch in report.challenges if any(c.score < c.max_score for c in ch.checks if c.kind != "question")}
+    assert owner in lost, verdicts(report)
+    assert lost <= {owner} | reaches, {k: v for k, v in verdicts(report).items() if v not in ("passed", "skipped")}
+    if owner != "transformer_block" and "transformer_block" in lost:  # a sublayer's bug is not the block's wiring
+        block = verdicts(report)
+        assert block["transformer_block/wiring"] == "passed" and block["transformer_block/wiring_gradient"] == "passed"

@@ -1,0 +1,375 @@
+"""Import a student's staged package as its author would, in the worker, before any of its code runs.
+
+:class:`StagedPackage` puts the staged root on ``sys.path`` (where the package's
+``NAME-VERSION.dist-info`` lies too, so ``importlib.metadata.version()`` works, see
+:mod:`validator.package`) and a path hook in front of ``sys.path_hooks`` that loads
+every ``.py`` file under the root with :class:`_StudentLoader`. That loader differs
+from Python's in three ways only:
+
+- it always compiles the staged source (no ``__pycache__`` is read or written, so only
+  the bytes that were scanned run; compiled extensions are never loaded);
+- a ``SyntaxError`` caused by syntax newer than this Python (``type X = ...``, PEP 695
+  generics, PEP 701 f-strings...) says so, naming the file, the line and the construct;
+- each module gets its own builtins whose ``__import__`` hands out a *placeholder* for a
+  third-party module that cannot be found at all (``wandb``, ``numpy`` under a CPU torch,
+  ``regex``...). A placeholder survives what module-level code usually does with such
+  a module (``import numpy.typing as npt``, ``from wandb import init``, ``npt.NDArray[np.float32]``
+  or ``np.ndarray | None`` in an annotation, ``isinstance(x, np.ndarray)``, which is False);
+  any real use (a call, instantiation, iteration, arithmetic, ``with``) raises
+  ``ModuleNotFoundError`` naming the module and where it was imported.
+
+A placeholder is only ever given to the student's own modules, and only for a top-level
+module that really cannot be found: the real import runs first, so an installed module
+is never shadowed; a module of the package itself (a typo, a relative import), a missing
+submodule of an installed package, the grader's own packages, and an import inside
+``try: ... except ImportError`` (or ``contextlib.suppress(ImportError)``) get Python's own
+error, so a fallback the author wrote still runs. Placeholders never enter ``sys.modules``:
+a library that probes for an optional module (``importlib.util.find_spec("numpy")``)
+sees the environment as it is. A placeholder holds nothing but names and strings.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib
+import importlib.machinery
+import os
+import re
+import sys
+import types
+from typing import Any
+
+NEVER_PLACEHOLDERS = frozenset({"validator", "reference"})  # the grader's own: a plain error, never a stand-in
+_CATCHES = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+MAX_WHERE = 3  # importers named per placeholder module in a note
+MAX_NOTED = 20  # placeholder modules named in the notes
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root.rstrip(os.sep) or path.startswith(root)
+
+
+class StagedPackage:
+    """The import machinery for one staged package root (one per worker process)."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = os.path.join(os.path.abspath(root), "")
+        self.own = self._top_level_names()
+        self.missing: dict[str, list[tuple[str, int]]] = {}  # placeholder module -> where imported: (file, line)
+        self._modules: dict[tuple[str, str], MissingModule] = {}  # (importing file, module) -> its placeholder
+        self._guards: dict[str, list[tuple[int, int]]] = {}
+        self._real_import = builtins.__import__
+        self.builtins = dict(vars(builtins), __import__=self._import)
+        self._loader = type("StudentLoader", (_StudentLoader,), {"package": self})
+        self._installed = False
+
+    # -- installing ------------------------------------------------------------------------------
+    def install(self) -> None:
+        """Put the root first on ``sys.path`` and load its files with the student loader."""
+        if self._installed:
+            return
+        sys.path.insert(0, self.root.rstrip(os.sep))
+        sys.path_hooks.insert(0, self._path_hook)
+        self._forget_finders()
+        importlib.invalidate_caches()
+        self._installed = True
+
+    def uninstall(self) -> None:
+        """Undo :meth:`install` and drop the package's modules (for tests that import in-process)."""
+        if not self._installed:
+            return
+        sys.path[:] = [p for p in sys.path if p != self.root.rstrip(os.sep)]
+        sys.path_hooks[:] = [h for h in sys.path_hooks if h != self._path_hook]
+        self._forget_finders()
+        for name, module in list(sys.modules.items()):
+            if self.is_own(module, name):
+                del sys.modules[name]
+        importlib.invalidate_caches()
+        self._installed = False
+
+    def _forget_finders(self) -> None:
+        for key in [k for k in sys.path_importer_cache if isinstance(k, str) and _under(os.path.abspath(k), self.root)]:
+            del sys.path_importer_cache[key]
+
+    def _path_hook(self, path: str) -> importlib.machinery.FileFinder:
+        if not isinstance(path, str) or not _under(os.path.abspath(path or "."), self.root):
+            raise ImportError("not a folder of the staged package")
+        return importlib.machinery.FileFinder(path, (self._loader, [".py"]))
+
+    def import_module(self, name: str) -> types.ModuleType:
+        """Import ``name`` (a dotted module of the package) as its author's ``import`` would.
+
+        A failed import leaves none of the package's modules it loaded on the way behind, as in a fresh
+        interpreter: otherwise a later import of a sibling would find them in ``sys.modules`` and skip the
+        ``__init__.py`` that failed, so whether an entry loads would depend on the order of the imports.
+        """
+        self.install()
+        before = set(sys.modules)
+        try:
+            return importlib.import_module(name)
+        except BaseException:
+            for added in set(sys.modules) - before:
+                if self.is_own(sys.modules.get(added), added):
+                    sys.modules.pop(added, None)
+            raise
+
+    def is_own(self, module: Any, name: str) -> bool:
+        """A module of the staged package (a file under the root, or a namespace package of it)."""
+        file = getattr(module, "__file__", None)
+        return _under(os.path.abspath(file), self.root) if file else name.partition(".")[0] in self.own
+
+    def _top_level_names(self) -> frozenset[str]:
+        try:
+            entries = os.listdir(self.root)
+        except OSError:
+            return frozenset()
+        names = set()
+        for entry in entries:
+            if entry.endswith(".py"):
+                names.add(entry[:-3])
+            elif not entry.startswith(".") and "." not in entry and os.path.isdir(os.path.join(self.root, entry)):
+                names.add(entry)
+        return frozenset(names)
+
+    def relative(self, filename: str) -> str:
+        return filename[len(self.root):] if filename.startswith(self.root) else os.path.basename(filename)
+
+    # -- placeholders ----------------------------------------------------------------------------
+    def _import(self, name, globals=None, locals=None, fromlist=(), level=0):  # noqa: A002 - __import__'s signature
+        try:
+            return self._real_import(name, globals, locals, fromlist, level)
+        except ModuleNotFoundError as exc:
+            found = self._placeholder(name, fromlist, level, exc, sys._getframe(1))
+            if found is None:
+                raise
+            return found
+
+    def _placeholder(self, name: str, fromlist, level: int, exc: ModuleNotFoundError, frame) -> Any:
+        missing = exc.name
+        if level or not missing or not isinstance(name, str) or "." in missing:
+            return None  # a relative import, or a missing submodule of a module that exists
+        if missing in self.own or missing in NEVER_PLACEHOLDERS or missing in sys.modules:
+            return None
+        if name != missing and not name.startswith(missing + "."):
+            return None  # the module asked for exists; something it imports does not
+        if self._guarded(frame.f_code.co_filename, frame.f_lineno):
+            return None  # try/except ImportError: the author's fallback runs
+        where = (self.relative(frame.f_code.co_filename), frame.f_lineno)
+        seen = self.missing.setdefault(missing, [])
+        if where not in seen and len(seen) < MAX_WHERE:
+            seen.append(where)
+        module = self._module(name, *where)
+        return module if fromlist else self._modules[where[0], missing]
+
+    def _module(self, name: str, file: str, line: int) -> "MissingModule":
+        """The placeholder for ``name`` that ``file`` gets (its errors name the line that first imported it)."""
+        parts = name.split(".")
+        parent = None
+        for i in range(1, len(parts) + 1):
+            dotted = ".".join(parts[:i])
+            module = self._modules.get((file, dotted))
+            if module is None:
+                module = self._modules[file, dotted] = MissingModule(dotted, parts[0], f"{file} line {line}")
+            if parent is not None:
+                parent.__dict__[parts[i - 1]] = module
+            parent = module
+        return parent
+
+    def _guarded(self, filename: str, line: int) -> bool:
+        """Whether ``line`` of ``filename`` lies in a try body that catches ImportError (or in suppress(...))."""
+        if filename not in self._guards:
+            self._guards[filename] = guarded_lines(filename)
+        return any(lo <= line <= hi for lo, hi in self._guards[filename])
+
+    def notes(self) -> list[str]:
+        """One sentence per placeholder module handed out so far (plain data, for the load reply)."""
+        out = []
+        for module, where in sorted(self.missing.items())[:MAX_NOTED]:
+            files: dict[str, list[str]] = {}
+            for file, line in where:
+                files.setdefault(file, []).append(str(line))
+            said = ", ".join(f"{f} line{'s' * (len(n) > 1)} {', '.join(n)}" for f, n in files.items())
+            out.append(f"{module} is not installed in the grader's environment: importing it in {said} gave a "
+                       f"placeholder so that grading goes on; code that uses {module} fails with an error naming it")
+        if len(self.missing) > MAX_NOTED:
+            out.append(f"{len(self.missing) - MAX_NOTED} more modules the grader's environment lacks were "
+                       "replaced by placeholders")
+        return out
+
+
+def guarded_lines(filename: str) -> list[tuple[int, int]]:
+    """Line ranges of ``filename`` where a failed import is handled by the author's own code."""
+    try:
+        with open(filename, "rb") as fh:
+            tree = ast.parse(fh.read())
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    ranges = []
+    for node in ast.walk(tree):
+        body = None
+        if isinstance(node, getattr(ast, "TryStar", ast.Try)) or isinstance(node, ast.Try):
+            if any(h.type is None or _names(h.type) & _CATCHES for h in node.handlers):
+                body = node.body
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                call = item.context_expr
+                if isinstance(call, ast.Call) and "suppress" in _names(call.func) and \
+                        any(_names(a) & _CATCHES for a in call.args):
+                    body = node.body
+        for stmt in body or []:
+            ranges.append((stmt.lineno, getattr(stmt, "end_lineno", None) or stmt.lineno))
+    return ranges
+
+
+def _names(node: ast.AST) -> set[str]:
+    if isinstance(node, ast.Name):
+        return {node.id}
+    if isinstance(node, ast.Attribute):
+        return {node.attr}
+    if isinstance(node, ast.Tuple):
+        return set().union(*(_names(e) for e in node.elts)) if node.elts else set()
+    return set()
+
+
+def _unavailable(label: str, module: str, where: str, doing: str) -> ModuleNotFoundError:
+    return ModuleNotFoundError(
+        f"{doing} {label}: the grader's environment does not have the module {module!r} (imported in {where}), "
+        f"so code that uses it cannot run here; the graded code must not need {module}", name=module)
+
+
+class _Missing(type):
+    """The metaclass of placeholder attributes. They are classes, so ``isinstance(x, np.ndarray)`` is
+    False, ``np.ndarray | None`` is a union and ``npt.NDArray[np.float32]`` is a placeholder again;
+    calling, iterating, arithmetic and ``with`` raise, naming the module."""
+
+    def __getattr__(cls, name: str):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        child = _placeholder_class(cls.__module__, f"{cls.__qualname__}.{name}", cls._missing_module,
+                                   cls._missing_where)
+        type.__setattr__(cls, name, child)
+        return child
+
+    def __getitem__(cls, item):
+        return cls
+
+    def __repr__(cls) -> str:
+        return f"<placeholder {cls._label()}: module {cls._missing_module!r} is not installed in the grader>"
+
+    def _label(cls) -> str:
+        return f"{cls.__module__}.{cls.__qualname__}"
+
+    def __bool__(cls) -> bool:
+        return True
+
+    def _refuse(cls, doing: str):
+        raise _unavailable(cls._label(), cls._missing_module, cls._missing_where, doing)
+
+    def __call__(cls, *args, **kwargs):
+        cls._refuse("cannot call")
+
+    def __iter__(cls):
+        cls._refuse("cannot iterate over")
+
+    def __len__(cls):
+        cls._refuse("cannot take the length of")
+
+    def __enter__(cls):
+        cls._refuse("cannot enter")
+
+    def __exit__(cls, *exc):
+        return False
+
+
+def _arithmetic(op: str):
+    def refuse(cls, *args):
+        cls._refuse(f"cannot apply {op} to")
+    return refuse
+
+
+for _op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "xor", "lshift", "rshift",
+            "radd", "rsub", "rmul", "rtruediv", "rfloordiv", "rmod", "rpow", "rmatmul", "rand", "rxor",
+            "neg", "pos", "abs", "invert", "lt", "le", "gt", "ge", "int", "float", "index", "complex"):
+    setattr(_Missing, f"__{_op}__", _arithmetic(_op))  # not __or__: `X | None` in an annotation must work
+
+
+def _placeholder_class(module: str, qualname: str, top: str, where: str) -> type:
+    """A placeholder for ``module.qualname``, an attribute of a module (``top``'s) the grader lacks."""
+    name = qualname.rpartition(".")[2]
+    return _Missing(name, (), {"__qualname__": qualname, "__module__": module, "_missing_module": top,
+                               "_missing_where": where, "__slots__": ()})
+
+
+class MissingModule(types.ModuleType):
+    """A module the grader's environment does not have; every attribute is a placeholder class."""
+
+    def __init__(self, name: str, top: str, where: str):
+        super().__init__(name, f"placeholder: module {top!r} is not installed in the grader's environment")
+        self.__dict__["_missing_module"] = top
+        self.__dict__["_missing_where"] = where
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        child = _placeholder_class(self.__name__, name, self._missing_module, self._missing_where)
+        self.__dict__[name] = child
+        return child
+
+    def __repr__(self) -> str:
+        return f"<placeholder module {self.__name__!r}: not installed in the grader's environment>"
+
+
+# -- syntax newer than this Python ---------------------------------------------------------------
+_NEWER_SYNTAX = [
+    # (first Python that parses it, what it is, how to write it instead, test on (message, line))
+    ((3, 11), "`except*` (exception groups)", "catch the group with a plain `except`",
+     lambda msg, line: re.match(r"\s*except\s*\*", line)),
+    ((3, 12), "a `type` alias statement (PEP 695)", "write `Name = ...` or `Name: TypeAlias = ...`",
+     lambda msg, line: re.match(r"\s*type\s+[A-Za-z_]\w*\s*(\[[^\]]*\])?\s*=", line)),
+    ((3, 12), "type parameters in brackets (PEP 695 generics)", "declare them with typing.TypeVar",
+     lambda msg, line: re.match(r"\s*((async\s+)?def|class)\s+[A-Za-z_]\w*\s*\[", line)),
+    ((3, 12), "an f-string that reuses its own quotes, or holds a backslash or a comment inside {} (PEP 701)",
+     "use the other kind of quotes inside the braces, or compute the value before the f-string",
+     lambda msg, line: msg.startswith("f-string")),
+    ((3, 14), "several exception types without parentheses (PEP 758)", "write `except (A, B):`",
+     lambda msg, line: msg == "multiple exception types must be parenthesized"),
+    ((3, 14), "a template string t'...' (PEP 750)", "use an f-string",
+     lambda msg, line: re.search(r"(?<![\w.'\"])(t|tr|rt)['\"]", line, re.IGNORECASE)),
+]
+
+
+def newer_syntax(exc: SyntaxError, shown: str) -> SyntaxError | None:
+    """The same error, saying which newer syntax the line uses, when that is what this Python cannot parse."""
+    line = exc.text or ""
+    here = sys.version_info[:2]
+    for since, what, instead, test in _NEWER_SYNTAX:
+        if here < since and test(exc.msg or "", line):
+            message = (f"{shown} line {exc.lineno} uses syntax this grader's Python ({here[0]}.{here[1]}) cannot "
+                       f"parse ({what}, new in Python {since[0]}.{since[1]}): {instead}")
+            return SyntaxError(message, (exc.filename, exc.lineno, exc.offset, exc.text,
+                                         getattr(exc, "end_lineno", None), getattr(exc, "end_offset", None)))
+    return None
+
+
+class _StudentLoader(importlib.machinery.SourceFileLoader):
+    """Python's source loader, compiling the staged bytes every time, with the package's own builtins."""
+
+    package: StagedPackage  # set on the per-package subclass
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.__dict__["__builtins__"] = self.package.builtins
+        super().exec_module(module)
+
+    def get_code(self, fullname: str) -> types.CodeType:
+        path = self.get_filename(fullname)
+        return self.source_to_code(self.get_data(path), path)
+
+    def source_to_code(self, data, path, *, _optimize=-1):
+        try:
+            return compile(data, path, "exec", dont_inherit=True, optimize=_optimize)
+        except SyntaxError as exc:
+            better = newer_syntax(exc, self.package.relative(str(path)))
+            if better is None:
+                raise
+            raise better from None

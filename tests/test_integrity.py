@@ -14,7 +14,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from helpers import IMPLEMENTATIONS, code_checks, describe_failures, grade_file
 from validator import runner
 from validator.checks.constraint import forbidden_in
-from validator.integrity import decode_source, scan_source, scan_submission
+from validator.integrity import decode_source, scan_package, scan_source, scan_submission
 from validator.reporters.csv_report import grades_csv
 from validator.reporters.gradescope import gradescope_dict
 from validator.results import ChallengeResult, CheckResult, Report
@@ -44,6 +44,12 @@ def test_unused_forbidden_import_is_advice_and_a_use_is_a_finding():
     ("x = eval('1')\n", 1, "dynamic_code"),
     ("m = __import__('torch')\n", 1, "dynamic_code"),
     ("import importlib\nm = importlib.import_module('torch')\n", 2, "dynamic_code"),
+    ("import importlib.metadata\nm = importlib.import_module('torch')\n", 2, "dynamic_code"),
+    ("import importlib.util as u\ns = u.spec_from_file_location('m', 'm.py')\n", 2, "dynamic_code"),
+    ("from importlib.metadata import entry_points\neps = entry_points()\n", 2, "dynamic_code"),
+    ("import importlib.metadata as md\nread = md\n", 2, "dynamic_code"),
+    ("from importlib.resources import files\nname = 'p' + 'kg'\nroot = files(name)\n", 3, "dynamic_code"),
+    ("import importlib.resources as r\nreader = r.files\n", 2, "dynamic_code"),
     ("import torch\nm = torch._C._get_dispatch_mode(None)\n", 2, "torch_internals"),
     ("from torch.utils._python_dispatch import _pop_mode\n_pop_mode()\n", 2, "torch_internals"),
     ("import torch\nf = torch.overrides.get_ignored_functions\n", 2, "torch_internals"),
@@ -54,6 +60,27 @@ def test_unused_forbidden_import_is_advice_and_a_use_is_a_finding():
 ])
 def test_constructs_are_found_with_their_line(src, line, what):
     assert (line, what) in _whats(scan_source(src, BANNED))
+
+
+@pytest.mark.parametrize("src", [
+    'import importlib.metadata\n\n__version__ = importlib.metadata.version("cs336_basics")\n',  # CS336's __init__.py
+    'from importlib.metadata import PackageNotFoundError, version\ntry:\n    v = version("x")\n'
+    'except PackageNotFoundError:\n    v = None\n',
+    'from importlib import metadata\nv = metadata.version("x")\n',
+    'import importlib.metadata\n',
+    'import importlib.resources\ntext = importlib.resources.files(__package__).joinpath("vocab.txt").read_text()\n',
+    'from importlib.resources import files\ntext = (files("cs336_basics") / "vocab.txt").read_text()\n',
+], ids=["cs336_version", "version_or_none", "from_importlib", "unused", "own_resources", "literal_resources"])
+def test_reading_package_metadata_and_resources_is_not_dynamic_code(src):
+    assert scan_source(src, BANNED) == []
+
+
+def test_a_module_a_resource_read_names_is_scanned_like_an_import():
+    files = {"pkg/__init__.py": b'import importlib.metadata\n__version__ = importlib.metadata.version("pkg")\n',
+             "pkg/model.py": b'from importlib.resources import files\nVOCAB = files("pkg.data").joinpath("v.txt")\n',
+             "pkg/data/__init__.py": b"import threading\nthreading.Thread(target=print).start()\n"}
+    found = scan_package(files, ["pkg.model"], [])
+    assert [(f.file, f.line, f.what) for f in found] == [("pkg/data/__init__.py", 2, "threads")]
 
 
 def test_literal_getattr_on_a_module_is_the_attribute_itself():

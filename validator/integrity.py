@@ -51,6 +51,22 @@ CONSTRUCTS: dict[str, tuple[str, ...]] = {
     "coding_cookie": (),     # a source encoding other than UTF-8
 }
 
+# Names under a construct's prefix that are no such construct: reading a package's metadata or its data files
+# is not dynamic code, though both live in importlib (CS336's __init__.py reads its own version). Not listed:
+# entry points and distributions (an entry point's load() imports by name).
+NOT_CONSTRUCTS: tuple[str, ...] = (
+    "importlib.metadata.version", "importlib.metadata.metadata", "importlib.metadata.requires",
+    "importlib.metadata.files", "importlib.metadata.packages_distributions", "importlib.metadata.PackageNotFoundError",
+    "importlib.resources.as_file",
+)
+# importlib.resources readers import the package they are given by name: a literal name is followed like an
+# import, the module's own name (__name__, __package__) is no import at all, any other name is dynamic code.
+_RESOURCE_READERS = ("importlib.resources.files", "importlib.resources.read_text", "importlib.resources.read_binary",
+                     "importlib.resources.open_text", "importlib.resources.open_binary", "importlib.resources.path",
+                     "importlib.resources.is_resource", "importlib.resources.contents")
+_OWN_MODULE = {"__name__", "__package__"}
+_READ_MODULES = {"importlib.metadata", "importlib.resources"}  # importing them (and using nothing) reads nothing
+
 DESCRIPTIONS = {
     "threads": "threads (the op recorder cannot see into another thread)",
     "processes": "processes or signals",
@@ -139,6 +155,8 @@ def _matches_api(name: str, banned: list[str]) -> str | None:
 
 
 def _construct_of(name: str, allow: set[str]) -> str | None:
+    if any(_covers(read, name) for read in NOT_CONSTRUCTS + _RESOURCE_READERS):
+        return None  # a resource reader's argument is judged where it is called (_Scanner.call)
     for construct, prefixes in CONSTRUCTS.items():
         if construct in allow:
             continue
@@ -164,6 +182,7 @@ class _Scanner:
         self.imports: list[tuple[int, str, str]] = []  # (line, bound name, dotted name)
         self.used: set[str] = set()           # bound names loaded somewhere
         self.found: dict[tuple[int, str], Finding] = {}
+        self.followed: list[str] = []         # modules named by literal strings that a call imports
         self.assigned = {n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         self.assigned |= {n.name for n in ast.walk(self.tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
         self.assigned |= {a.arg for n in ast.walk(self.tree) if isinstance(n, ast.arguments)
@@ -188,13 +207,13 @@ class _Scanner:
             return None
         return base + (f".{rest}" if rest else "")
 
-    def classify(self, line: int, name: str | None) -> None:
+    def classify(self, line: int, name: str | None, constructs: bool = True) -> None:
         if name is None:
             return
         api = _matches_api(name, self.banned)
         if api:
             self.add(line, api, False)
-        construct = _construct_of(name, self.allow)
+        construct = _construct_of(name, self.allow) if constructs else None
         if construct:
             self.add(line, construct, True)
 
@@ -215,6 +234,10 @@ class _Scanner:
                     bound = a.asname or a.name
                     self.aliases[bound] = f"{module}.{a.name}"
                     self.imports.append((node.lineno, bound, f"{module}.{a.name}"))
+        # a construct is judged on a whole dotted name (importlib.metadata.version is no dynamic import), an API on
+        # every part of one (F.embedding.__call__ uses F.embedding)
+        inner = {id(n.value) for n in ast.walk(self.tree) if isinstance(n, ast.Attribute)}
+        called = {id(n.func) for n in ast.walk(self.tree) if isinstance(n, ast.Call)}
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store):
                 self.used.add(node.id)
@@ -227,7 +250,12 @@ class _Scanner:
             if isinstance(node, (ast.Attribute, ast.Name)):
                 dotted = _dotted(node)
                 if dotted and not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)):
-                    self.classify(node.lineno, self.resolve(dotted))
+                    name = self.resolve(dotted)
+                    whole = id(node) not in inner
+                    self.classify(node.lineno, name, constructs=whole)
+                    if whole and id(node) not in called and name in _RESOURCE_READERS \
+                            and "dynamic_code" not in self.allow:
+                        self.add(node.lineno, "dynamic_code", True)  # passed around: what it will import is unknown
             elif isinstance(node, ast.FunctionDef) and node.name in ("__torch_dispatch__", "__torch_function__") \
                     and "torch_internals" not in self.allow:
                 self.add(node.lineno, "torch_internals", True)
@@ -237,7 +265,8 @@ class _Scanner:
         for line, bound, dotted in self.imports:
             if bound in self.used:
                 continue  # its uses are reported where they happen
-            hits = [(_matches_api(dotted, self.banned), False), (_construct_of(dotted, self.allow), True)]
+            construct = None if dotted in _READ_MODULES else _construct_of(dotted, self.allow)
+            hits = [(_matches_api(dotted, self.banned), False), (construct, True)]
             for what, construct in hits:
                 if what and (line, what) not in used_lines:
                     self.add(line, what, construct, unused=True)
@@ -245,6 +274,9 @@ class _Scanner:
 
     def call(self, node: ast.Call) -> None:
         func = _dotted(node.func)
+        if func is not None and self.resolve(func) in _RESOURCE_READERS:
+            self.resource_read(node)
+            return
         if func not in ("getattr", "setattr", "delattr", "hasattr", "vars") or not node.args:
             return
         target = _dotted(node.args[0])
@@ -262,6 +294,19 @@ class _Scanner:
             self.classify(node.lineno, f"{resolved}.{name.value}" if resolved else None)
         elif on_module and "computed_getattr" not in self.allow:
             self.add(node.lineno, "computed_getattr", True)
+
+
+    def resource_read(self, node: ast.Call) -> None:
+        """``importlib.resources.files(anchor)`` imports ``anchor`` when it names a module: follow a literal name
+        like an import; the module's own name imports nothing; any other name is dynamic code."""
+        keywords = {k.arg: k.value for k in node.keywords if k.arg in ("anchor", "package")}
+        anchor = node.args[0] if node.args else next(iter(keywords.values()), None)
+        if anchor is None or _dotted(anchor) in _OWN_MODULE or _dotted(anchor) == "__spec__.parent":
+            return
+        if isinstance(anchor, ast.Constant) and isinstance(anchor.value, str):
+            self.followed.append(anchor.value)
+        elif "dynamic_code" not in self.allow:
+            self.add(node.lineno, "dynamic_code", True)
 
 
 @functools.lru_cache(maxsize=16)
@@ -282,6 +327,7 @@ def _scanned(file: str, source: str, banned: tuple[str, ...], allow: frozenset[s
             statements.append((0, "", tuple(a.name for a in node.names)))
         elif isinstance(node, ast.ImportFrom):
             statements.append((node.level or 0, node.module or "", tuple(a.name for a in node.names)))
+    statements.extend((0, "", (module,)) for module in scanner.followed)
     return found, tuple(statements)
 
 

@@ -11,12 +11,15 @@ A *finding* is a use of a construct (threads, processes, ``ctypes``, dynamic cod
 reflective access to torch internals, ``gc``, ``inspect``, frame access, a
 ``getattr`` with a computed name on a module) or of an API the challenge forbids.
 An import of such a name that is never used is *advice*: real student code
-leaves such lines behind, and an unused name does nothing.
+leaves such lines behind, and an unused name does nothing. So is a forbidden API
+used outside the code the graded entries may run (a ``generate()`` beside the
+layer, see :mod:`validator.reachability`); constructs count wherever they are.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import fnmatch
 import functools
 import io
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from validator.intake import MAX_SOURCE_BYTES as MAX_FILE_BYTES  # one cap for every reader of a submission
+from validator.reachability import Source, reachable_lines
 
 MAX_FILES = 20
 
@@ -89,12 +93,21 @@ class Finding:
     code: str       # the source line, stripped
     construct: bool  # True for an integrity construct, False for an API the challenge forbids
     unused_import: bool = False  # an import whose name is never used: advice only
+    reachable: bool = True  # in code the graded entries may run (validator.reachability); else advice only
 
     def describe(self) -> str:
         label = DESCRIPTIONS.get(self.what, self.what) if self.construct else f"uses {self.what}"
         if self.unused_import:
             return f"{self.file}:{self.line}: `{self.code}` imports {self.what} but never uses it"
+        if not self.reachable:
+            return (f"{self.file}:{self.line}: `{self.code}` uses {self.what} in code the graded layer never runs "
+                    "(it costs nothing here; the layer itself must not use it)")
         return f"{self.file}:{self.line}: `{self.code}`: {label}"
+
+    @property
+    def advice_only(self) -> bool:
+        """Costs no points: an import never used, or a forbidden API outside the code the entries run."""
+        return self.unused_import or not self.reachable
 
 
 class Unreadable(Exception):
@@ -351,12 +364,32 @@ def _imported_modules(statements) -> list[str]:
     return out
 
 
-def scan_submission(student_file: str | Path, banned: list[str], allow: set[str] | frozenset = frozenset()
-                    ) -> list[Finding]:
-    """Scan ``layers.py`` and every helper module beside it that it (transitively) imports."""
+def _judge_reach(findings: list[Finding], sources: list[Source], roots: list[tuple[str, str]] | None
+                 ) -> list[Finding]:
+    """Mark a forbidden API used outside the code the ``roots`` may run as not reachable (advice only).
+
+    Constructs are judged wherever they are: code that hides what it does can hide it from this analysis too.
+    """
+    if roots is None:
+        return findings
+    lines = reachable_lines(sources, roots)
+    if lines is None:
+        return findings
+    return [f if f.construct or f.line in lines.get(f.file, ()) else dataclasses.replace(f, reachable=False)
+            for f in findings]
+
+
+def scan_submission(student_file: str | Path, banned: list[str], allow: set[str] | frozenset = frozenset(),
+                    entries: list[str] | None = None) -> list[Finding]:
+    """Scan ``layers.py`` and every helper module beside it that it (transitively) imports.
+
+    With ``entries`` (names defined in ``layers.py``), a forbidden API outside the code they may run is
+    marked ``reachable=False``.
+    """
     student_file = Path(student_file)
     folder = student_file.parent
     queue, seen, findings = [student_file], set(), []
+    sources: list[Source] = []
     while queue and len(seen) < MAX_FILES:
         path = queue.pop(0)
         if path.name in seen:
@@ -370,27 +403,32 @@ def scan_submission(student_file: str | Path, banned: list[str], allow: set[str]
         except SyntaxError as exc:
             raise Unreadable(f"{path.name} does not parse: line {exc.lineno}: {exc.msg}") from None
         findings.extend(found)
+        package = path.name == "__init__.py"
+        sources.append(Source(path.parent.name if package else path.stem, path.name, text, package))
         for module in _imported_modules(statements):
             top = module.lstrip(".").split(".")[0]
             for candidate in (folder / f"{top}.py", folder / top / "__init__.py"):
                 if top and candidate.name != student_file.name and candidate.exists() and candidate != path:
                     queue.append(candidate)
                     break
-    return findings
+    roots = None if entries is None else [(student_file.stem, name) for name in entries]
+    return _judge_reach(findings, sources, roots)
 
 
 MAX_PACKAGE_SCAN = 200
 
 
 def scan_package(files: dict[str, bytes], modules: list[str], banned: list[str],
-                 allow: set[str] | frozenset = frozenset()) -> list[Finding]:
+                 allow: set[str] | frozenset = frozenset(), entries: list[tuple[str, str]] | None = None
+                 ) -> list[Finding]:
     """Scan what importing ``modules`` from a student's package runs, and every module of it they import.
 
     ``files`` maps each Python file of the package (relative posix path) to the bytes the
     intake read, which are the bytes the worker imports. Importing ``a.b.c`` runs
     ``a/__init__.py`` and ``a/b/__init__.py`` first, so those are scanned too; imports
     (absolute, or relative to the importing module's package) of modules that are files of
-    the package are followed. Findings name files by their path in the package.
+    the package are followed. Findings name files by their path in the package. With ``entries``
+    (``(module, name)`` pairs), a forbidden API outside the code they may run is marked ``reachable=False``.
     """
     def module_file(module: str) -> str | None:
         base = module.replace(".", "/")
@@ -403,6 +441,7 @@ def scan_package(files: dict[str, bytes], modules: list[str], banned: list[str],
     queue = [rel for m in modules for rel in chain(m)]
     seen: set[str] = set()
     findings: list[Finding] = []
+    sources: list[Source] = []
     while queue and len(seen) < MAX_PACKAGE_SCAN:
         rel = queue.pop(0)
         if rel in seen:
@@ -417,6 +456,8 @@ def scan_package(files: dict[str, bytes], modules: list[str], banned: list[str],
         findings.extend(found)
         dotted = rel[:-3].replace("/", ".")
         package = dotted.removesuffix(".__init__") if rel.endswith("/__init__.py") else dotted.rpartition(".")[0]
+        sources.append(Source(package if rel.endswith("/__init__.py") else dotted, rel, text,
+                              rel.endswith("/__init__.py")))
         for level, module, imported in statements:
             if not module and not level:  # import a.b, c
                 names = list(imported)
@@ -433,4 +474,4 @@ def scan_package(files: dict[str, bytes], modules: list[str], banned: list[str],
                     if module_file(".".join(parts[:i])):
                         queue.extend(chain(".".join(parts[:i])))
                         break
-    return findings
+    return _judge_reach(findings, sources, entries)

@@ -182,6 +182,11 @@ def test_helper_modules_are_followed_and_judged_by_reach(tmp_path):
     found = scan_submission(tmp_path / "layers.py", SOFTMAX, entries=["softmax"])
     assert sorted((f.file, f.line, f.reachable) for f in found) == [("decoding.py", 4, False), ("numerics.py", 4, True)]
     assert "never runs" in next(f for f in found if not f.reachable).describe()
+    # imported inside the function that uses it
+    (tmp_path / "layers.py").write_text("import decoding\n\ndef softmax(x, dim):\n    from numerics import probs\n"
+                                        "    return probs(x, dim)\n")
+    found = scan_submission(tmp_path / "layers.py", SOFTMAX, entries=["softmax"])
+    assert sorted((f.file, f.line, f.reachable) for f in found) == [("decoding.py", 4, False), ("numerics.py", 4, True)]
 
 
 def test_package_modules_are_followed_through_relative_and_absolute_imports():

@@ -237,7 +237,7 @@ class _Reach:
     def process(self, mod: _Module, node: ast.AST) -> None:
         lines = self.lines[mod.source.file]
         if isinstance(node, ast.ClassDef):
-            lines.update(range(_lines(node).start, max(node.body[0].lineno, node.lineno + 1)))  # the header
+            lines.update(range(_lines(node).start, max(_lines(node.body[0]).start, node.lineno + 1)))  # the header
             header = node.decorator_list + node.bases + [k.value for k in node.keywords]
             for part in header:
                 self.refs(mod, part)
@@ -253,6 +253,8 @@ class _Reach:
     def refs(self, mod: _Module, node: ast.AST) -> None:
         inner = {id(n.value) for n in ast.walk(node) if isinstance(n, ast.Attribute)}
         for n in ast.walk(node):
+            if isinstance(n, (ast.Import, ast.ImportFrom)):
+                self.local_import(mod, n)
             if isinstance(n, ast.Attribute):
                 self.attrs.add(n.attr)
                 if n.attr == "__dict__":
@@ -282,6 +284,25 @@ class _Reach:
             return True
         return depth < 8 and any(star in self.modules and self.defines(self.modules[star], name, depth + 1)
                                  for star in mod.stars)
+
+    def local_import(self, mod: _Module, node: ast.Import | ast.ImportFrom) -> None:
+        """An import inside reachable code: what it names is used there (a whole module, conservatively)."""
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                for module in (a.name, a.name.split(".")[0]):
+                    if module in self.modules:
+                        self.enter(module)
+                        self.whole(self.modules[module])
+                        break
+            return
+        base = _absolute(mod.source, node.level or 0, node.module)
+        for a in node.names:
+            if a.name == "*":
+                if base in self.modules:
+                    self.enter(base)
+                    self.whole(self.modules[base])
+            else:
+                self.member(base, a.name)
 
     def methods(self) -> bool:
         """Reachable classes' methods that a reachable attribute name (or torch) may call; True if any was new."""

@@ -308,7 +308,6 @@ class _Scanner:
         elif on_module and "computed_getattr" not in self.allow:
             self.add(node.lineno, "computed_getattr", True)
 
-
     def resource_read(self, node: ast.Call) -> None:
         """``importlib.resources.files(anchor)`` imports ``anchor`` when it names a module: follow a literal name
         like an import; the module's own name imports nothing; any other name is dynamic code."""

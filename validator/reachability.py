@@ -43,7 +43,7 @@ class _Module:
     import_lines: set[int] = field(default_factory=set)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=None)
 def _torch_called() -> frozenset[str]:
     """Method names torch itself may call on a layer or an autograd function (overrides of its own)."""
     import torch

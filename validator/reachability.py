@@ -307,6 +307,8 @@ class _Reach:
     def methods(self) -> bool:
         """Reachable classes' methods that a reachable attribute name (or torch) may call; True if any was new."""
         grew = False
+        if not self.classes:
+            return grew
         called = _torch_called()
         for mod, cls in self.classes:
             for stmt in cls.body:

@@ -9,11 +9,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 from pydantic import ValidationError
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from helpers import IMPLEMENTATIONS, code_checks, describe_failures, grade_file
 from validator import runner
 from validator.checks.constraint import forbidden_in
-from validator.integrity import decode_source, scan_source, scan_submission
+from validator.integrity import decode_source, scan_package, scan_source, scan_submission
 from validator.reporters.csv_report import grades_csv
 from validator.reporters.gradescope import gradescope_dict
 from validator.results import ChallengeResult, CheckResult, Report
@@ -43,6 +44,12 @@ def test_unused_forbidden_import_is_advice_and_a_use_is_a_finding():
     ("x = eval('1')\n", 1, "dynamic_code"),
     ("m = __import__('torch')\n", 1, "dynamic_code"),
     ("import importlib\nm = importlib.import_module('torch')\n", 2, "dynamic_code"),
+    ("import importlib.metadata\nm = importlib.import_module('torch')\n", 2, "dynamic_code"),
+    ("import importlib.util as u\ns = u.spec_from_file_location('m', 'm.py')\n", 2, "dynamic_code"),
+    ("from importlib.metadata import entry_points\neps = entry_points()\n", 2, "dynamic_code"),
+    ("import importlib.metadata as md\nread = md\n", 2, "dynamic_code"),
+    ("from importlib.resources import files\nname = 'p' + 'kg'\nroot = files(name)\n", 3, "dynamic_code"),
+    ("import importlib.resources as r\nreader = r.files\n", 2, "dynamic_code"),
     ("import torch\nm = torch._C._get_dispatch_mode(None)\n", 2, "torch_internals"),
     ("from torch.utils._python_dispatch import _pop_mode\n_pop_mode()\n", 2, "torch_internals"),
     ("import torch\nf = torch.overrides.get_ignored_functions\n", 2, "torch_internals"),
@@ -53,6 +60,27 @@ def test_unused_forbidden_import_is_advice_and_a_use_is_a_finding():
 ])
 def test_constructs_are_found_with_their_line(src, line, what):
     assert (line, what) in _whats(scan_source(src, BANNED))
+
+
+@pytest.mark.parametrize("src", [
+    'import importlib.metadata\n\n__version__ = importlib.metadata.version("cs336_basics")\n',  # CS336's __init__.py
+    'from importlib.metadata import PackageNotFoundError, version\ntry:\n    v = version("x")\n'
+    'except PackageNotFoundError:\n    v = None\n',
+    'from importlib import metadata\nv = metadata.version("x")\n',
+    'import importlib.metadata\n',
+    'import importlib.resources\ntext = importlib.resources.files(__package__).joinpath("vocab.txt").read_text()\n',
+    'from importlib.resources import files\ntext = (files("cs336_basics") / "vocab.txt").read_text()\n',
+], ids=["cs336_version", "version_or_none", "from_importlib", "unused", "own_resources", "literal_resources"])
+def test_reading_package_metadata_and_resources_is_not_dynamic_code(src):
+    assert scan_source(src, BANNED) == []
+
+
+def test_a_module_a_resource_read_names_is_scanned_like_an_import():
+    files = {"pkg/__init__.py": b'import importlib.metadata\n__version__ = importlib.metadata.version("pkg")\n',
+             "pkg/model.py": b'from importlib.resources import files\nVOCAB = files("pkg.data").joinpath("v.txt")\n',
+             "pkg/data/__init__.py": b"import threading\nthreading.Thread(target=print).start()\n"}
+    found = scan_package(files, ["pkg.model"], [])
+    assert [(f.file, f.line, f.what) for f in found] == [("pkg/data/__init__.py", 2, "threads")]
 
 
 def test_literal_getattr_on_a_module_is_the_attribute_itself():
@@ -131,6 +159,124 @@ def test_honest_trace_is_not_tampered():
     assert result["ok"] and result["tampered"] == [], result
 
 
+class _Idiom(torch.nn.Module):
+    """A correct little layer around one idiom, with a parameter and a buffer as real layers have."""
+
+    def __init__(self, body):
+        super().__init__()
+        self.body = body
+        self.weight = torch.nn.Parameter(torch.linspace(0.5, 1.5, 4))
+        self.register_buffer("scale", torch.full((4,), 0.5), persistent=False)
+
+    def forward(self, x):
+        return self.body(self, x)
+
+
+def _rms_norm_llama(self, x):  # LLaMA's RMSNorm: the statistics in float32, cast back with type_as
+    h = x.float()
+    return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-5) * self.weight).type_as(x)
+
+
+def _heads(self, x):  # einops.rearrange("b s (h d) -> b h s d") and back, as views and permutes
+    q = x.view(*x.shape[:-1], 2, 2).permute(0, 2, 1, 3)
+    scores = torch.einsum("bhqd,bhkd->bhqk", q, q) * q.shape[-1] ** -0.5
+    keep = torch.tril(torch.ones(x.shape[1], x.shape[1], dtype=torch.bool, device=x.device))
+    scores = scores.masked_fill(~keep, float("-inf"))
+    probs = torch.exp(scores - scores.amax(-1, keepdim=True))
+    probs = probs / probs.sum(-1, keepdim=True)
+    return (probs @ q).transpose(1, 2).contiguous().view(x.shape) * self.weight
+
+
+# Idioms of correct layers (name -> body(self, x) for x of shape (2, 3, 4)); none may read as tampering.
+IDIOMS = {
+    "type_as_same_dtype": lambda self, x: (x * self.weight).type_as(x),
+    "rms_norm_llama_type_as": _rms_norm_llama,
+    "to_same_dtype": lambda self, x: (x * self.weight).to(torch.float32),
+    "to_dtype_of": lambda self, x: (x * self.weight).to(x.dtype),
+    "to_device_of": lambda self, x: x.to(x.device) * self.weight,
+    "to_other_tensor": lambda self, x: x.to(self.weight) * self.weight,
+    "float_on_float32": lambda self, x: x.float() * self.weight,
+    "contiguous_on_contiguous": lambda self, x: x.contiguous() * self.weight,
+    "reshape_view_flatten": lambda self, x: (x.reshape(6, 4).view(2, 3, 4).flatten(0, 1) * self.weight).view(x.shape),
+    "expand_unsqueeze_squeeze": lambda self, x: x * self.weight.unsqueeze(0).unsqueeze(0).expand(2, 3, 4).squeeze(0),
+    "rearrange_heads": _heads,
+    "permute_movedim_transpose_T": lambda self, x: (x.permute(2, 0, 1).movedim(0, -1).transpose(0, 1).mT.mT
+                                                    .transpose(0, 1)) * self.weight,
+    "detach_in_a_statistic": lambda self, x: x * self.weight / x.detach().abs().amax(),
+    "clone": lambda self, x: x.clone() * self.weight,
+    "ellipsis_and_none_index": lambda self, x: x[...] * self.weight[None, None, :],
+    "slices": lambda self, x: torch.cat([x[..., :2], x[..., 2:]], -1) * self.weight,
+    "einsum": lambda self, x: torch.einsum("bsd,d->bsd", x, self.weight),
+    "matmul_operator": lambda self, x: x @ torch.diag(self.weight).to(x.dtype),
+    "silu_and_sigmoid": lambda self, x: torch.nn.functional.silu(x) * torch.sigmoid(x) * self.weight,
+    "where": lambda self, x: torch.where(x > 0, x, 0.0) * self.weight,
+    "masked_fill": lambda self, x: x.masked_fill(x > 1, float("-inf")).exp() * self.weight,
+    "finfo": lambda self, x: x.clamp(min=torch.finfo(x.dtype).min) * self.weight,
+    "new_tensor_new_zeros_new_ones": lambda self, x: (x + x.new_zeros(x.shape) + x.new_ones(4)) * x.new_tensor(2.0)
+                                                     * self.weight,
+    "tensor_literal": lambda self, x: x * torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=x.dtype, device=x.device)
+                                      * self.weight,
+    "arange_on_input_device": lambda self, x: x * torch.arange(4, device=x.device) * self.weight,
+    "registered_buffer": lambda self, x: x * self.scale * self.weight,
+    "chunk_split_unbind_stack": lambda self, x: torch.stack(x.chunk(2, -1)[0].unbind(-1) + x.split(2, -1)[1].unbind(-1),
+                                                            -1) * self.weight,
+    "index_tensor_and_gather": lambda self, x: x[:, torch.tensor([2, 0, 1])].gather(
+        -1, torch.arange(4).expand(2, 3, 4)) * self.weight,
+    "upcast_roundtrip": lambda self, x: x.double().float().to(torch.bfloat16).to(torch.float32) * self.weight,
+    "logsumexp_and_max": lambda self, x: (x - torch.logsumexp(x, -1, keepdim=True) - x.max(-1, keepdim=True).values)
+                                         * self.weight,
+    "dropout_eval": lambda self, x: torch.nn.functional.dropout(x, 0.1, training=False) * self.weight,
+    "rope_pairs": lambda self, x: torch.stack([x[..., 0::2] * torch.cos(x[..., 1::2]),
+                                               x[..., 1::2] * torch.sin(x[..., 0::2])], -1).flatten(-2) * self.weight,
+    "complex_rope": lambda self, x: torch.view_as_real(torch.view_as_complex(x.float().reshape(2, 3, 2, 2))
+                                                       * torch.polar(torch.ones(2), torch.arange(2.0))
+                                                       ).flatten(-2).type_as(x) * self.weight,
+    "empty_like_filled": lambda self, x: torch.empty_like(x).copy_(x) * self.weight,
+}
+
+
+def _run_idiom(body, dtype):
+    call = {"entry": "L", "kind": "module", "init_args": [body], "want": ["output", "param_grads"], "trace_ops": True,
+            "inputs": [{"value": torch.randn(2, 3, 4, dtype=dtype), "requires_grad": True}],
+            "grad_output": torch.ones(2, 3, 4, dtype=dtype)}
+    return runner.execute({"L": _Idiom}, call)
+
+
+def _tamper_reports(names, dtypes) -> dict:
+    wrong = {}
+    for dtype in dtypes:
+        for name in names:
+            result = _run_idiom(IDIOMS[name], dtype)
+            if not result["ok"]:
+                wrong[f"{name} ({dtype})"] = result["exception"]["message"][:200]
+            elif result["tampered"] or result["param_grads"]["weight"] is None:
+                wrong[f"{name} ({dtype})"] = result["tampered"] or "no gradient reached the weight"
+    return wrong
+
+
+def test_type_as_and_no_op_casts_are_not_tampering():
+    """Composite ops that decompose into nothing never reach the dispatch-mode recorder: not tampering."""
+    names = ["type_as_same_dtype", "rms_norm_llama_type_as", "to_same_dtype", "float_on_float32",
+             "contiguous_on_contiguous"]
+    assert _tamper_reports(names, [torch.float32]) == {}
+
+
+@pytest.mark.thorough
+def test_idioms_of_correct_layers_are_not_tampering():
+    """Ops that legitimately never reach the recorder (composite ops that decompose into nothing or into views,
+    views, factories) are told apart from ops run while it was off: forward and backward, float32 and bfloat16."""
+    assert _tamper_reports(IDIOMS, [torch.float32, torch.bfloat16]) == {}
+
+
+def test_ops_that_may_skip_the_recorder_are_derived_from_torch():
+    for op in ("type_as", "to", "contiguous", "reshape", "view", "expand", "detach", "alias", "lift_fresh",
+               "detach_", "einsum", "empty"):
+        assert runner._may_skip_recorder(f"aten::{op}"), op
+    for op in ("embedding", "embedding_dense_backward", "_softmax", "softmax", "index_select", "index_add_", "mm",
+               "_to_copy", "copy_", "mul", "zeros", "no_such_op"):
+        assert not runner._may_skip_recorder(f"aten::{op}"), op
+
+
 def test_popped_dispatch_mode_is_tampered_evidence():
     from torch.utils._python_dispatch import _pop_mode, _push_mode
 
@@ -143,6 +289,93 @@ def test_popped_dispatch_mode_is_tampered_evidence():
     result = _traced(popped)
     assert "aten.embedding" not in result["ops"] and "aten.embedding" in result["profiled_ops"]
     assert any("never saw" in t and "aten.embedding" in t for t in result["tampered"]), result["tampered"]
+
+
+def _dispatch_off():
+    return torch._C._DisableTorchDispatch()
+
+
+def _python_key_excluded():
+    return torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Python))
+
+
+class _SwallowingMode(TorchDispatchMode):
+    """A mode of the student's own, pushed above the recorder, that runs every op with dispatch off."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # as the recorder does: keeps torch from importing dynamo (seconds) for this test
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        with _dispatch_off():
+            return func(*args, **(kwargs or {}))
+
+
+class _HiddenBackward(torch.autograd.Function):
+    """An honest forward; the backward runs the library's embedding backward with the recorder off."""
+
+    @staticmethod
+    def forward(ctx, ids, w):
+        ctx.save_for_backward(ids)
+        ctx.rows = w.shape[0]
+        return w[ids]
+
+    @staticmethod
+    def backward(ctx, grad):
+        (ids,) = ctx.saved_tensors
+        with _dispatch_off():
+            return None, torch.ops.aten.embedding_dense_backward(grad.contiguous(), ids, ctx.rows, -1, False)
+
+
+class _HiddenBackwardCast(torch.autograd.Function):
+    """The backward hides a hand-written scatter under dispatch off, then a no-op type_as (which may vanish)."""
+
+    @staticmethod
+    def forward(ctx, ids, w):
+        ctx.save_for_backward(ids)
+        ctx.rows = w.shape[0]
+        return w[ids]
+
+    @staticmethod
+    def backward(ctx, grad):
+        (ids,) = ctx.saved_tensors
+        with _dispatch_off():
+            return None, torch.zeros(ctx.rows, grad.shape[-1]).index_add_(0, ids, grad).type_as(grad)
+
+
+def _with(guard, fn):
+    def run(ids, w):
+        with guard():
+            return fn(ids, w)
+    return run
+
+
+# attack -> an op the profiler must name as unseen
+BYPASSES = {
+    "dispatch_disabled": (_with(_dispatch_off, F.embedding), "aten.embedding"),
+    "python_key_excluded": (_with(_python_key_excluded, F.embedding), "aten.embedding"),
+    "composite_op_with_dispatch_off": (_with(_dispatch_off, lambda ids, w: torch.softmax(w[ids], -1)), "aten.softmax"),
+    "no_op_cast_around_a_hidden_op": (_with(_dispatch_off, lambda ids, w: torch.softmax(w[ids], -1).type_as(w)),
+                                      "aten.softmax"),
+    "own_mode_above_the_recorder": (_with(_SwallowingMode, F.embedding), "aten.embedding"),
+    "backward_with_dispatch_off": (_HiddenBackward.apply, "aten.embedding_dense_backward"),
+    "backward_hidden_before_a_no_op_cast": (_HiddenBackwardCast.apply, "aten.index_add_"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BYPASSES))
+def test_ops_run_with_the_recorder_off_are_tampered_evidence(name):
+    fn, op = BYPASSES[name]
+    result = _traced(fn)
+    assert result["ok"], result
+    assert any("never saw" in t and op in t for t in result["tampered"]), result["tampered"]
+
+
+def test_ops_run_with_torch_function_disabled_still_reach_the_recorder():
+    """DisableTorchFunction(Subclass) hides nothing from the dispatch-mode recorder: the op is counted, not missed."""
+    for guard in (torch._C.DisableTorchFunction, torch._C.DisableTorchFunctionSubclass):
+        result = _traced(_with(guard, F.embedding))
+        assert result["tampered"] == [] and "aten.embedding" in result["ops"], result
 
 
 def test_thread_started_in_forward_is_tampered_evidence(monkeypatch):

@@ -11,12 +11,15 @@ A *finding* is a use of a construct (threads, processes, ``ctypes``, dynamic cod
 reflective access to torch internals, ``gc``, ``inspect``, frame access, a
 ``getattr`` with a computed name on a module) or of an API the challenge forbids.
 An import of such a name that is never used is *advice*: real student code
-leaves such lines behind, and an unused name does nothing.
+leaves such lines behind, and an unused name does nothing. So is a forbidden API
+used outside the code the graded entries may run (a ``generate()`` beside the
+layer, see :mod:`validator.reachability`); constructs count wherever they are.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import fnmatch
 import functools
 import io
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from validator.intake import MAX_SOURCE_BYTES as MAX_FILE_BYTES  # one cap for every reader of a submission
+from validator.reachability import Source, reachable_lines
 
 MAX_FILES = 20
 
@@ -51,6 +55,22 @@ CONSTRUCTS: dict[str, tuple[str, ...]] = {
     "coding_cookie": (),     # a source encoding other than UTF-8
 }
 
+# Names under a construct's prefix that are no such construct: reading a package's metadata or its data files
+# is not dynamic code, though both live in importlib (CS336's __init__.py reads its own version). Not listed:
+# entry points and distributions (an entry point's load() imports by name).
+NOT_CONSTRUCTS: tuple[str, ...] = (
+    "importlib.metadata.version", "importlib.metadata.metadata", "importlib.metadata.requires",
+    "importlib.metadata.files", "importlib.metadata.packages_distributions", "importlib.metadata.PackageNotFoundError",
+    "importlib.resources.as_file",
+)
+# importlib.resources readers import the package they are given by name: a literal name is followed like an
+# import, the module's own name (__name__, __package__) is no import at all, any other name is dynamic code.
+_RESOURCE_READERS = ("importlib.resources.files", "importlib.resources.read_text", "importlib.resources.read_binary",
+                     "importlib.resources.open_text", "importlib.resources.open_binary", "importlib.resources.path",
+                     "importlib.resources.is_resource", "importlib.resources.contents")
+_OWN_MODULE = {"__name__", "__package__"}
+_READ_MODULES = {"importlib.metadata", "importlib.resources"}  # importing them (and using nothing) reads nothing
+
 DESCRIPTIONS = {
     "threads": "threads (the op recorder cannot see into another thread)",
     "processes": "processes or signals",
@@ -73,12 +93,22 @@ class Finding:
     code: str       # the source line, stripped
     construct: bool  # True for an integrity construct, False for an API the challenge forbids
     unused_import: bool = False  # an import whose name is never used: advice only
+    reachable: bool = True  # in code the graded entries may run (validator.reachability); else advice only
 
     def describe(self) -> str:
         label = DESCRIPTIONS.get(self.what, self.what) if self.construct else f"uses {self.what}"
         if self.unused_import:
             return f"{self.file}:{self.line}: `{self.code}` imports {self.what} but never uses it"
+        if not self.reachable:
+            used = label if self.construct else f"uses {self.what}"
+            return (f"{self.file}:{self.line}: `{self.code}` {used.removeprefix('uses ')} in code the graded layer "
+                    "never runs (it costs nothing here; the layer itself must not use it)")
         return f"{self.file}:{self.line}: `{self.code}`: {label}"
+
+    @property
+    def advice_only(self) -> bool:
+        """Costs no points: an import never used, or a forbidden API outside the code the entries run."""
+        return self.unused_import or not self.reachable
 
 
 class Unreadable(Exception):
@@ -138,14 +168,9 @@ def _matches_api(name: str, banned: list[str]) -> str | None:
     return None
 
 
-# Calls a construct's prefix covers that are no such construct: reading a package's own version from its
-# metadata (CS336's handed-out __init__.py does) runs no code; entry_points().load() would, and stays flagged.
-NOT_CONSTRUCTS = ("importlib.metadata.version", "importlib.metadata.PackageNotFoundError")
-
-
 def _construct_of(name: str, allow: set[str]) -> str | None:
-    if any(_covers(p, name) for p in NOT_CONSTRUCTS):
-        return None
+    if any(_covers(read, name) for read in NOT_CONSTRUCTS + _RESOURCE_READERS):
+        return None  # a resource reader's argument is judged where it is called (_Scanner.call)
     for construct, prefixes in CONSTRUCTS.items():
         if construct in allow:
             continue
@@ -171,6 +196,7 @@ class _Scanner:
         self.imports: list[tuple[int, str, str]] = []  # (line, bound name, dotted name)
         self.used: set[str] = set()           # bound names loaded somewhere
         self.found: dict[tuple[int, str], Finding] = {}
+        self.followed: list[str] = []         # modules named by literal strings that a call imports
         self.assigned = {n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         self.assigned |= {n.name for n in ast.walk(self.tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
         self.assigned |= {a.arg for n in ast.walk(self.tree) if isinstance(n, ast.arguments)
@@ -195,13 +221,13 @@ class _Scanner:
             return None
         return base + (f".{rest}" if rest else "")
 
-    def classify(self, line: int, name: str | None) -> None:
+    def classify(self, line: int, name: str | None, constructs: bool = True) -> None:
         if name is None:
             return
         api = _matches_api(name, self.banned)
         if api:
             self.add(line, api, False)
-        construct = _construct_of(name, self.allow)
+        construct = _construct_of(name, self.allow) if constructs else None
         if construct:
             self.add(line, construct, True)
 
@@ -222,12 +248,13 @@ class _Scanner:
                     bound = a.asname or a.name
                     self.aliases[bound] = f"{module}.{a.name}"
                     self.imports.append((node.lineno, bound, f"{module}.{a.name}"))
-        inner = self.exempt_chains()
+        # a construct is judged on a whole dotted name (importlib.metadata.version is no dynamic import), an API on
+        # every part of one (F.embedding.__call__ uses F.embedding)
+        inner = {id(n.value) for n in ast.walk(self.tree) if isinstance(n, ast.Attribute)}
+        called = {id(n.func) for n in ast.walk(self.tree) if isinstance(n, ast.Call)}
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store):
                 self.used.add(node.id)
-            if id(node) in inner:
-                continue  # `importlib` in `importlib.metadata.version`: the whole name is no construct
             if isinstance(node, ast.Attribute) and node.attr in _DUNDERS and _DUNDERS[node.attr] not in self.allow:
                 self.add(node.lineno, _DUNDERS[node.attr], True)
             if isinstance(node, ast.Attribute) and node.attr == "__dict__" and "computed_getattr" not in self.allow:
@@ -237,7 +264,12 @@ class _Scanner:
             if isinstance(node, (ast.Attribute, ast.Name)):
                 dotted = _dotted(node)
                 if dotted and not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)):
-                    self.classify(node.lineno, self.resolve(dotted))
+                    name = self.resolve(dotted)
+                    whole = id(node) not in inner
+                    self.classify(node.lineno, name, constructs=whole)
+                    if whole and id(node) not in called and name in _RESOURCE_READERS \
+                            and "dynamic_code" not in self.allow:
+                        self.add(node.lineno, "dynamic_code", True)  # passed around: what it will import is unknown
             elif isinstance(node, ast.FunctionDef) and node.name in ("__torch_dispatch__", "__torch_function__") \
                     and "torch_internals" not in self.allow:
                 self.add(node.lineno, "torch_internals", True)
@@ -247,29 +279,18 @@ class _Scanner:
         for line, bound, dotted in self.imports:
             if bound in self.used:
                 continue  # its uses are reported where they happen
-            hits = [(_matches_api(dotted, self.banned), False), (_construct_of(dotted, self.allow), True)]
+            construct = None if dotted in _READ_MODULES else _construct_of(dotted, self.allow)
+            hits = [(_matches_api(dotted, self.banned), False), (construct, True)]
             for what, construct in hits:
                 if what and (line, what) not in used_lines:
                     self.add(line, what, construct, unused=True)
         return sorted(self.found.values(), key=lambda f: (f.line, f.what))
 
-    def exempt_chains(self) -> set[int]:
-        """The inner nodes of each dotted name that :data:`NOT_CONSTRUCTS` exempts as a whole."""
-        inner: set[int] = set()
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.Attribute):
-                dotted = _dotted(node)
-                resolved = self.resolve(dotted) if dotted else None
-                if resolved and any(_covers(p, resolved) for p in NOT_CONSTRUCTS):
-                    part = node.value
-                    while isinstance(part, ast.Attribute):
-                        inner.add(id(part))
-                        part = part.value
-                    inner.add(id(part))
-        return inner
-
     def call(self, node: ast.Call) -> None:
         func = _dotted(node.func)
+        if func is not None and self.resolve(func) in _RESOURCE_READERS:
+            self.resource_read(node)
+            return
         if func not in ("getattr", "setattr", "delattr", "hasattr", "vars") or not node.args:
             return
         target = _dotted(node.args[0])
@@ -287,6 +308,18 @@ class _Scanner:
             self.classify(node.lineno, f"{resolved}.{name.value}" if resolved else None)
         elif on_module and "computed_getattr" not in self.allow:
             self.add(node.lineno, "computed_getattr", True)
+
+    def resource_read(self, node: ast.Call) -> None:
+        """``importlib.resources.files(anchor)`` imports ``anchor`` when it names a module: follow a literal name
+        like an import; the module's own name imports nothing; any other name is dynamic code."""
+        keywords = {k.arg: k.value for k in node.keywords if k.arg in ("anchor", "package")}
+        anchor = node.args[0] if node.args else next(iter(keywords.values()), None)
+        if anchor is None or _dotted(anchor) in _OWN_MODULE or _dotted(anchor) == "__spec__.parent":
+            return
+        if isinstance(anchor, ast.Constant) and isinstance(anchor.value, str):
+            self.followed.append(anchor.value)
+        elif "dynamic_code" not in self.allow:
+            self.add(node.lineno, "dynamic_code", True)
 
 
 @functools.lru_cache(maxsize=16)
@@ -307,6 +340,7 @@ def _scanned(file: str, source: str, banned: tuple[str, ...], allow: frozenset[s
             statements.append((0, "", tuple(a.name for a in node.names)))
         elif isinstance(node, ast.ImportFrom):
             statements.append((node.level or 0, node.module or "", tuple(a.name for a in node.names)))
+    statements.extend((0, "", (module,)) for module in scanner.followed)
     return found, tuple(statements)
 
 
@@ -330,12 +364,34 @@ def _imported_modules(statements) -> list[str]:
     return out
 
 
-def scan_submission(student_file: str | Path, banned: list[str], allow: set[str] | frozenset = frozenset()
-                    ) -> list[Finding]:
-    """Scan ``layers.py`` and every helper module beside it that it (transitively) imports."""
+def _judge_reach(findings: list[Finding], sources: list[Source], roots: list[tuple[str, str]] | None
+                 ) -> list[Finding]:
+    """Mark a finding outside the code the ``roots`` may run as not reachable (advice only).
+
+    That holds for constructs too (a tokenizer's ``pickle.loads``, a data loader's worker ``Pool`` in a module the
+    adapters import): the analysis over-approximates what can run (module-level code, everything a reachable line
+    names, everything a dynamic lookup could reach), so code it leaves out is code nothing names; and what really
+    runs is watched at run time (threads, the dispatch-mode stack, the profiler), wherever it was written.
+    """
+    if roots is None:
+        return findings
+    lines = reachable_lines(sources, roots)
+    if lines is None:
+        return findings
+    return [f if f.line in lines.get(f.file, ()) else dataclasses.replace(f, reachable=False) for f in findings]
+
+
+def scan_submission(student_file: str | Path, banned: list[str], allow: set[str] | frozenset = frozenset(),
+                    entries: list[str] | None = None) -> list[Finding]:
+    """Scan ``layers.py`` and every helper module beside it that it (transitively) imports.
+
+    With ``entries`` (names defined in ``layers.py``), a forbidden API outside the code they may run is
+    marked ``reachable=False``.
+    """
     student_file = Path(student_file)
     folder = student_file.parent
     queue, seen, findings = [student_file], set(), []
+    sources: list[Source] = []
     while queue and len(seen) < MAX_FILES:
         path = queue.pop(0)
         if path.name in seen:
@@ -349,27 +405,32 @@ def scan_submission(student_file: str | Path, banned: list[str], allow: set[str]
         except SyntaxError as exc:
             raise Unreadable(f"{path.name} does not parse: line {exc.lineno}: {exc.msg}") from None
         findings.extend(found)
+        package = path.name == "__init__.py"
+        sources.append(Source(path.parent.name if package else path.stem, path.name, text, package))
         for module in _imported_modules(statements):
             top = module.lstrip(".").split(".")[0]
             for candidate in (folder / f"{top}.py", folder / top / "__init__.py"):
                 if top and candidate.name != student_file.name and candidate.exists() and candidate != path:
                     queue.append(candidate)
                     break
-    return findings
+    roots = None if entries is None else [(student_file.stem, name) for name in entries]
+    return _judge_reach(findings, sources, roots)
 
 
 MAX_PACKAGE_SCAN = 200
 
 
 def scan_package(files: dict[str, bytes], modules: list[str], banned: list[str],
-                 allow: set[str] | frozenset = frozenset()) -> list[Finding]:
+                 allow: set[str] | frozenset = frozenset(), entries: list[tuple[str, str]] | None = None
+                 ) -> list[Finding]:
     """Scan what importing ``modules`` from a student's package runs, and every module of it they import.
 
     ``files`` maps each Python file of the package (relative posix path) to the bytes the
     intake read, which are the bytes the worker imports. Importing ``a.b.c`` runs
     ``a/__init__.py`` and ``a/b/__init__.py`` first, so those are scanned too; imports
     (absolute, or relative to the importing module's package) of modules that are files of
-    the package are followed. Findings name files by their path in the package.
+    the package are followed. Findings name files by their path in the package. With ``entries``
+    (``(module, name)`` pairs), a forbidden API outside the code they may run is marked ``reachable=False``.
     """
     def module_file(module: str) -> str | None:
         base = module.replace(".", "/")
@@ -382,6 +443,7 @@ def scan_package(files: dict[str, bytes], modules: list[str], banned: list[str],
     queue = [rel for m in modules for rel in chain(m)]
     seen: set[str] = set()
     findings: list[Finding] = []
+    sources: list[Source] = []
     while queue and len(seen) < MAX_PACKAGE_SCAN:
         rel = queue.pop(0)
         if rel in seen:
@@ -396,6 +458,8 @@ def scan_package(files: dict[str, bytes], modules: list[str], banned: list[str],
         findings.extend(found)
         dotted = rel[:-3].replace("/", ".")
         package = dotted.removesuffix(".__init__") if rel.endswith("/__init__.py") else dotted.rpartition(".")[0]
+        sources.append(Source(package if rel.endswith("/__init__.py") else dotted, rel, text,
+                              rel.endswith("/__init__.py")))
         for level, module, imported in statements:
             if not module and not level:  # import a.b, c
                 names = list(imported)
@@ -412,4 +476,4 @@ def scan_package(files: dict[str, bytes], modules: list[str], banned: list[str],
                     if module_file(".".join(parts[:i])):
                         queue.extend(chain(".".join(parts[:i])))
                         break
-    return findings
+    return _judge_reach(findings, sources, entries)

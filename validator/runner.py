@@ -175,27 +175,55 @@ def install_thread_counter() -> None:
             threading._start_joinable_thread = start_joinable_thread
 
 
-_COMPOSITE: dict[str, bool] = {}
-# Ops torch itself runs with the Python dispatch key excluded (``torch.tensor(data)`` detaches its
-# fresh tensor that way). They change autograd metadata only: no values are computed.
-_METADATA_ONLY = {"aten::detach_", "aten::detach", "aten::alias", "aten::lift_fresh", "aten::lift"}
+_SKIPS_RECORDER: dict[str, bool] = {}
 
 
-def _may_vanish(op_name: str) -> bool:
-    """Whether an aten op may decompose into no op at all (``aten::to`` to the same dtype, ...)."""
-    if op_name not in _COMPOSITE:
-        found = False
-        packet = getattr(torch.ops.aten, op_name.removeprefix("aten::"), None)
-        try:
-            for overload in (packet.overloads() if packet is not None else []):
-                qualified = getattr(packet, overload).name()
-                if torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "CompositeImplicitAutograd"):
-                    found = True
-                    break
-        except Exception:  # noqa: BLE001 - an op torch cannot describe is not excused
-            found = False
-        _COMPOSITE[op_name] = found
-    return _COMPOSITE[op_name]
+def _may_skip_recorder(op_name: str) -> bool:
+    """Whether torch may run an aten op without the op recorder ever seeing that op itself.
+
+    Derived from torch's own description of every overload of the op, so it follows torch's
+    versions. An overload may skip the recorder when it computes nothing by itself:
+
+    - it has a CompositeImplicitAutograd kernel: it decomposes above the Python dispatch key,
+      possibly into nothing at all (``type_as``, ``to`` or ``contiguous`` on a tensor that already
+      has that dtype or layout); the ops it decomposes into are judged one by one;
+    - it is a view: its schema mutates nothing and returns only aliases of its inputs (``view``,
+      ``expand``, ``detach``, ``alias``, ``lift_fresh``), or torch tags it ``inplace_view`` (it
+      changes metadata only: ``detach_``, ``transpose_``);
+    - it is a factory: it takes no tensor at all, so it reads nothing of the layer's data
+      (``torch.tensor(data)`` allocates with ``aten.empty`` with the Python dispatch key excluded).
+
+    The op is excused only if every overload is.
+    """
+    if op_name not in _SKIPS_RECORDER:
+        _SKIPS_RECORDER[op_name] = _every_overload_skips(op_name)
+    return _SKIPS_RECORDER[op_name]
+
+
+def _every_overload_skips(op_name: str) -> bool:
+    packet = getattr(torch.ops.aten, op_name.removeprefix("aten::"), None)
+    if packet is None:
+        return False
+    described = 0
+    try:
+        for overload in packet.overloads():
+            try:
+                op = getattr(packet, overload)
+                schema = op._schema
+                composite = torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
+            except (AttributeError, RuntimeError):  # a TorchScript-only overload: it never runs here
+                continue
+            described += 1
+            view = not schema.is_mutable and bool(schema.returns) and all(
+                r.alias_info is not None and not r.alias_info.is_write and r.alias_info.before_set
+                for r in schema.returns)
+            metadata_only = torch.Tag.inplace_view in getattr(op, "tags", ())
+            factory = not schema.is_mutable and not any("Tensor" in str(a.type) for a in schema.arguments)
+            if not (composite or view or metadata_only or factory):
+                return False
+    except Exception:  # noqa: BLE001 - an op torch cannot describe is not excused
+        return False
+    return described > 0
 
 
 class Observation:
@@ -259,24 +287,27 @@ class Observation:
             self.problems.append(f"torch's profiler recorded nothing ({type(exc).__name__})")
             return
 
-        def marked(event) -> bool:
-            return event.name == marker or any(marked(c) for c in event.cpu_children)
+        seen: dict[int, bool] = {}
 
-        def visit(event) -> None:
+        def recorded(event) -> bool:
+            """The event is the recorder's marker or holds it: the recorder saw this op."""
+            key = id(event)
+            if key not in seen:
+                seen[key] = event.name == marker or any(recorded(c) for c in event.cpu_children)
+            return seen[key]
+
+        todo = [event for event in events if event.cpu_parent is None]
+        while todo:
+            event = todo.pop()
             if event.name == marker:
-                return
-            if event.name.startswith("aten::"):
-                if event.name in _METADATA_ONLY:
-                    return
-                if not marked(event) and (event.cpu_children or not _may_vanish(event.name)):
+                continue
+            if event.name.startswith("aten::") and not _may_skip_recorder(event.name):
+                if not recorded(event):
                     unseen[event.name] = unseen.get(event.name, 0) + 1
-                return
-            for child in event.cpu_children:
-                visit(child)
-
-        for event in events:
-            if event.cpu_parent is None:
-                visit(event)
+                continue
+            # not an op (a profiler range, an autograd node), or an op that may legitimately bypass the
+            # recorder itself: each op it ran is judged on its own
+            todo.extend(event.cpu_children)
         for event in events:  # every aten op, nested ones included, for the forbidden lists
             if event.name.startswith("aten::"):
                 self.profiled[event.name] = self.profiled.get(event.name, 0) + 1

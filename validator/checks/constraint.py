@@ -31,26 +31,26 @@ class ReviewFailure(CheckFailed):
         self.review = list(review or [])
 
 
-_LOOKUP_SOURCE_ADVICE = ("This challenge is to write the lookup yourself: index the weight (weight[token_ids]) or "
-                         "use index_select instead")
-_LOOKUP_RUNTIME_ADVICE = ("a library embedding kernel did the work (even if it is reached through an alias, getattr "
-                          "or nn.Embedding)")
-
-
 class SourceParams(Params):
     apis: list[str] | None = None
     integrity: bool = True  # also fail on the integrity scan's findings (threads, exec, torch internals, ...)
-    # what to do instead, appended to a finding (the default is the embedding catalogue's)
-    advice: str = _LOOKUP_SOURCE_ADVICE
+    # what to do instead, appended to a finding: each challenge's spec says it for its own layer
+    advice: str = "This challenge is to write it yourself: the contract says which operations are allowed"
 
 
 def _findings(ctx: Context, banned: list[str]) -> list[Finding]:
+    """The integrity scan of every file the graded entries import; a finding counts only in the code the entries
+    may run (the rest is marked ``reachable=False``: advice)."""
     allow = set(ctx.challenge.forbidden.integrity.allow)
     try:
         if ctx.package is not None:  # the mapped modules, their packages' __init__.py, what they import from it
-            modules = [t.module for name in ctx.challenge.entries if (t := ctx.target(name)) is not None]
-            return scan_package(ctx.package.data, modules, banned, allow)
-        return scan_submission(ctx.student_file, banned, allow)
+            targets = [t for name in ctx.challenge.entries if (t := ctx.target(name)) is not None]
+            roots = [(t.module, attr) for t in targets  # an entry reached through tests/adapters.py: its functions
+                     for attr in ([v["function"] for v in t.adapter["variants"]] if t.adapter else [t.attr])]
+            return scan_package(ctx.package.data, [t.module for t in targets], banned, allow,
+                                entries=roots)
+        return scan_submission(ctx.student_file, banned, allow,
+                               entries=list(ctx.challenge.entries))
     except Unreadable as exc:
         raise CheckFailed(f"{exc}: the source cannot be checked") from None
 
@@ -75,30 +75,39 @@ def _raise_for(found: list[Finding], banned_note: str) -> None:
 @register("forbidden_source", SourceParams, uses_reference=False)
 def forbidden_source(ctx: Context, check: CheckSpec, p: SourceParams) -> str:
     banned = p.apis if p.apis is not None else ctx.challenge.forbidden.source
-    found = [f for f in _findings(ctx, banned) if not f.unused_import and (p.integrity or not f.construct)]
+    found = [f for f in _findings(ctx, banned) if not f.advice_only and (p.integrity or not f.construct)]
     if found:
         _raise_for(found, ". " + p.advice)
-    return f"none of {', '.join(banned)} in any file" + (", no integrity finding" if p.integrity else "")
+    return (f"none of {', '.join(banned)} in the code the graded entries run"
+            + (", no integrity finding in any file" if p.integrity else ""))
 
 
 @register("integrity", Params, uses_reference=False)
 def integrity(ctx: Context, check: CheckSpec, p: Params) -> str:
     """The integrity scan alone, for challenges without forbidden APIs."""
-    found = [f for f in _findings(ctx, []) if f.construct and not f.unused_import]
+    found = [f for f in _findings(ctx, []) if f.construct and not f.advice_only]
     if found:
         _raise_for(found, "")
-    return "no thread, process, dynamic code, torch internals or frame access in any file"
+    return "no thread, process, dynamic code, torch internals or frame access in the code the graded entries run"
 
 
 @register("unused_imports", SourceParams, uses_reference=False)
 def unused_imports(ctx: Context, check: CheckSpec, p: SourceParams) -> str:
-    """Advice: a forbidden name imported and never used does nothing, but it invites the question."""
+    """Advice: a forbidden name imported and never used, or used only in code the graded entries never run
+    (a ``generate()`` beside the layer), costs nothing, but it invites the question."""
     banned = p.apis if p.apis is not None else ctx.challenge.forbidden.source
-    found = [f for f in _findings(ctx, banned) if f.unused_import]
-    if found:
-        raise CheckFailed("; ".join(f.describe() for f in found[:5]) + ": delete the import (it does nothing, "
-                          "and using it would cost the constraint checks)")
-    return "no unused import of a forbidden name"
+    found = [f for f in _findings(ctx, banned) if f.advice_only and not f.construct]
+    unused = [f for f in found if f.unused_import]
+    elsewhere = [f for f in found if not f.unused_import]
+    parts = []
+    if unused:
+        parts.append("; ".join(f.describe() for f in unused[:5]) + ": delete the import (it does nothing, "
+                     "and using it would cost the constraint checks)")
+    if elsewhere:
+        parts.append("; ".join(f.describe() for f in elsewhere[:5]))
+    if parts:
+        raise CheckFailed(". ".join(parts))
+    return "no forbidden name outside the code the graded entries run"
 
 
 def tamper_problems(result: dict) -> list[str]:
@@ -123,8 +132,8 @@ class RuntimeParams(Params):
     ops: list[str] | None = None
     inputs: dict = {}
     max_examples: int = 5
-    # what it means that such an op ran (the default is the embedding catalogue's)
-    advice: str = _LOOKUP_RUNTIME_ADVICE
+    # what it means that such an op ran: each challenge's spec says it for its own layer
+    advice: str = "a library kernel the challenge forbids did the work (even if it is reached through an alias or getattr)"
 
 
 @register("forbidden_runtime", RuntimeParams, uses_reference=False)

@@ -1,0 +1,355 @@
+"""Which lines of a submission its graded entries can run, found in the source without running it.
+
+The source checks judge the code a graded entry runs: the entry's class or function and,
+transitively, what it calls, instantiates or reads within the student's own files (methods,
+helper functions, classes it builds, module-level names it uses), following imports across the
+files of the submission. A ``generate()`` beside the layer that calls ``torch.softmax`` is not
+the layer's code. The analysis over-approximates: a name is followed wherever it might refer
+to a module-level definition (a local that shadows it is followed all the same), a class's
+method is reachable once any reachable code names an attribute of that name (or torch may call
+it: ``forward``, ``backward``, any ``nn.Module`` method, any dunder), code a module runs when it
+is imported counts, and code that looks names up at run time (``globals()``, ``eval``, a
+computed ``getattr``) widens the judgement to everything it could reach. The run-time checks
+observe what actually ran; this decides only which source findings cost points.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from dataclasses import dataclass, field
+
+_DYNAMIC_SCOPE = {"globals", "locals", "vars", "eval", "exec", "__import__"}
+
+
+@dataclass(frozen=True)
+class Source:
+    """One module of a submission: its dotted name, its file as findings name it, its decoded text."""
+
+    module: str
+    file: str
+    text: str
+    is_package: bool = False  # an __init__.py: relative imports resolve inside the module itself
+
+
+@dataclass
+class _Module:
+    source: Source
+    defs: dict[str, list[ast.AST]] = field(default_factory=dict)  # top-level name -> statements that bind it
+    imports: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # bound name -> (module, attribute)
+    stars: list[str] = field(default_factory=list)       # modules imported with *
+    effects: list[ast.AST] = field(default_factory=list)  # what runs at import besides binding names
+    imported: list[str] = field(default_factory=list)    # modules its top-level imports name
+    import_lines: set[int] = field(default_factory=set)
+
+
+@functools.lru_cache(maxsize=None)
+def _torch_called() -> frozenset[str]:
+    """Method names torch itself may call on a layer or an autograd function (overrides of its own)."""
+    import torch
+
+    return frozenset(dir(torch.nn.Module)) | frozenset(dir(torch.autograd.Function))
+
+
+def _lines(node: ast.AST) -> range:
+    first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    return range(first, (getattr(node, "end_lineno", None) or node.lineno) + 1)
+
+
+def _binds_names(target: ast.AST) -> bool:
+    """An assignment target that only binds names (``a``, ``a, *b``), not an attribute or an item."""
+    if isinstance(target, ast.Name):
+        return True
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return all(_binds_names(t) for t in target.elts)
+    return isinstance(target, ast.Starred) and _binds_names(target.value)
+
+
+def _is_main_guard(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+            and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators))
+
+
+def _absolute(source: Source, level: int, module: str | None) -> str:
+    if not level:
+        return module or ""
+    parts = source.module.split(".")
+    package = parts if source.is_package else parts[:-1]
+    base = package[:max(0, len(package) - (level - 1))]
+    return ".".join(base + ([module] if module else []))
+
+
+@functools.lru_cache(maxsize=64)
+def _index(source: Source) -> _Module:
+    mod = _Module(source)
+    tree = ast.parse(source.text, filename=source.file)
+
+    def bind(name: str, node: ast.AST) -> None:
+        mod.defs.setdefault(name, []).append(node)
+
+    def visit(body: list[ast.stmt]) -> None:
+        for i, node in enumerate(body):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bind(node.name, node)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+                for name in names:
+                    bind(name, node)
+                if not all(_binds_names(t) for t in targets):
+                    mod.effects.append(node)  # assigns into an attribute or an item: it changes something
+            elif isinstance(node, ast.Import):
+                mod.import_lines.update(_lines(node))
+                for a in node.names:
+                    mod.imported.append(a.name)
+                    if a.asname:
+                        mod.imports[a.asname] = (a.name, None)
+                    else:
+                        mod.imports[a.name.split(".")[0]] = (a.name.split(".")[0], None)
+            elif isinstance(node, ast.ImportFrom):
+                mod.import_lines.update(_lines(node))
+                base = _absolute(source, node.level or 0, node.module)
+                mod.imported.append(base)
+                for a in node.names:
+                    if a.name == "*":
+                        mod.stars.append(base)
+                    else:
+                        mod.imported.append(f"{base}.{a.name}")
+                        mod.imports[a.asname or a.name] = (base, a.name)
+            elif isinstance(node, ast.If) and _is_main_guard(node):
+                visit(node.orelse)  # the guarded block never runs on import
+            elif isinstance(node, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)):
+                header = [getattr(node, part) for part in ("test", "iter") if getattr(node, part, None) is not None]
+                header += [item.context_expr for item in getattr(node, "items", [])]
+                mod.effects.extend(header)
+                for target in [getattr(node, "target", None)] + [item.optional_vars for item in getattr(node, "items", [])]:
+                    for n in (ast.walk(target) if target is not None else []):
+                        if isinstance(n, ast.Name):
+                            bind(n.id, node)
+                for part in ("body", "orelse", "finalbody"):
+                    visit(getattr(node, part, []) or [])
+                for handler in getattr(node, "handlers", []):
+                    if handler.type is not None:
+                        mod.effects.append(handler.type)
+                    visit(handler.body)
+            elif isinstance(node, ast.Expr) and i == 0 and isinstance(node.value, ast.Constant):
+                continue  # the docstring
+            else:
+                mod.effects.append(node)
+
+    visit(tree.body)
+    return mod
+
+
+class _Reach:
+    def __init__(self, sources: list[Source]):
+        self.modules = {s.module: _index(s) for s in sources}
+        self.lines: dict[str, set[int]] = {s.file: set() for s in sources}
+        self.done: set[int] = set()
+        self.todo: list[tuple[_Module, ast.AST]] = []
+        self.classes: list[tuple[_Module, ast.ClassDef]] = []
+        self.attrs: set[str] = set()
+        self.any_method = False   # a computed getattr: any method of a reachable class may run
+        self.everything = False   # names looked up at run time in a module's scope: judge all code
+        self.entered: set[str] = set()
+
+    # -- what a name refers to --------------------------------------------------------------------
+    def name(self, mod: _Module, name: str, seen: frozenset = frozenset()) -> None:
+        key = (mod.source.module, name)
+        if key in seen:
+            return
+        seen = seen | {key}
+        for node in mod.defs.get(name, []):
+            self.add(mod, node)
+        if name in mod.imports:
+            target, attr = mod.imports[name]
+            self.member(target, attr, seen)
+        elif name not in mod.defs:
+            for star in mod.stars:
+                if star in self.modules:
+                    self.name(self.modules[star], name, seen)
+
+    def member(self, module: str, attr: str | None, seen: frozenset = frozenset()) -> None:
+        """``module.attr`` (a definition, or a submodule), or the module itself when ``attr`` is None."""
+        if attr is not None and f"{module}.{attr}" in self.modules:
+            module, attr = f"{module}.{attr}", None
+        if module not in self.modules:
+            return
+        self.enter(module)
+        if attr is not None:
+            self.name(self.modules[module], attr, seen)
+
+    def chain(self, mod: _Module, parts: list[str]) -> None:
+        """A dotted name ``a.b.c`` read in ``mod``: follow it through modules to the definition it names."""
+        head, rest = parts[0], parts[1:]
+        self.name(mod, head)
+        if head in mod.defs or head not in mod.imports:
+            return
+        module, attr = mod.imports[head]
+        if attr is not None:
+            if f"{module}.{attr}" not in self.modules:
+                return
+            module = f"{module}.{attr}"
+        for part in rest:
+            if f"{module}.{part}" in self.modules:
+                module = f"{module}.{part}"
+                self.enter(module)
+                continue
+            if module in self.modules:
+                self.name(self.modules[module], part)
+            return
+        if module in self.modules:  # the module object itself is passed around: any of its names may be used
+            self.whole(self.modules[module])
+
+    def whole(self, mod: _Module) -> None:
+        for name in list(mod.defs):
+            self.name(mod, name)
+
+    def enter(self, module: str) -> None:
+        """Importing ``module`` runs its package's __init__ files, its own top-level effects and its imports."""
+        if module in self.entered:
+            return
+        self.entered.add(module)
+        parts = module.split(".")
+        for i in range(1, len(parts)):
+            if ".".join(parts[:i]) in self.modules:
+                self.enter(".".join(parts[:i]))
+        mod = self.modules.get(module)
+        if mod is None:
+            return
+        self.lines[mod.source.file].update(mod.import_lines)
+        for node in mod.effects:
+            self.add(mod, node)
+        for imported in mod.imported:
+            for candidate in (imported, imported.rpartition(".")[0]):
+                if candidate in self.modules:
+                    self.enter(candidate)
+                    break
+
+    # -- a reachable node: its lines, and what it names -------------------------------------------
+    def add(self, mod: _Module, node: ast.AST) -> None:
+        if id(node) in self.done:
+            return
+        self.done.add(id(node))
+        self.todo.append((mod, node))
+
+    def process(self, mod: _Module, node: ast.AST) -> None:
+        lines = self.lines[mod.source.file]
+        if isinstance(node, ast.ClassDef):
+            lines.update(range(_lines(node).start, max(_lines(node.body[0]).start, node.lineno + 1)))  # the header
+            header = node.decorator_list + node.bases + [k.value for k in node.keywords]
+            for part in header:
+                self.refs(mod, part)
+            for stmt in node.body:
+                if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines.update(_lines(stmt))
+                    self.refs(mod, stmt)
+            self.classes.append((mod, node))
+            return
+        lines.update(_lines(node))
+        self.refs(mod, node)
+
+    def refs(self, mod: _Module, node: ast.AST) -> None:
+        inner = {id(n.value) for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+        for n in ast.walk(node):
+            if isinstance(n, (ast.Import, ast.ImportFrom)):
+                self.local_import(mod, n)
+            if isinstance(n, ast.Attribute):
+                self.attrs.add(n.attr)
+                if n.attr == "__dict__":
+                    self.everything = True
+            if isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in inner:
+                dotted = _dotted(n)
+                if dotted and not (isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)):
+                    self.chain(mod, dotted.split("."))
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+                if n.func.id in _DYNAMIC_SCOPE and not (n.func.id == "vars" and n.args):
+                    self.everything = True
+                elif n.func.id in ("getattr", "setattr", "hasattr", "delattr") and len(n.args) > 1:
+                    name = n.args[1]
+                    if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                        self.attrs.add(name.value)
+                        target = _dotted(n.args[0])
+                        if target:
+                            self.chain(mod, target.split(".") + [name.value])
+                    else:
+                        self.any_method = True
+                        target = _dotted(n.args[0])
+                        if target and target.split(".")[0] in mod.imports:
+                            self.chain(mod, target.split("."))
+
+    def defines(self, mod: _Module, name: str, depth: int = 0) -> bool:
+        if name in mod.defs or name in mod.imports:
+            return True
+        return depth < 8 and any(star in self.modules and self.defines(self.modules[star], name, depth + 1)
+                                 for star in mod.stars)
+
+    def local_import(self, mod: _Module, node: ast.Import | ast.ImportFrom) -> None:
+        """An import inside reachable code: what it names is used there (a whole module, conservatively)."""
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                for module in (a.name, a.name.split(".")[0]):
+                    if module in self.modules:
+                        self.enter(module)
+                        self.whole(self.modules[module])
+                        break
+            return
+        base = _absolute(mod.source, node.level or 0, node.module)
+        for a in node.names:
+            if a.name == "*":
+                if base in self.modules:
+                    self.enter(base)
+                    self.whole(self.modules[base])
+            else:
+                self.member(base, a.name)
+
+    def methods(self) -> bool:
+        """Reachable classes' methods that a reachable attribute name (or torch) may call; True if any was new."""
+        grew = False
+        if not self.classes:
+            return grew
+        called = _torch_called()
+        for mod, cls in self.classes:
+            for stmt in cls.body:
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and id(stmt) not in self.done:
+                    name = stmt.name
+                    if self.any_method or name in self.attrs or name in called or (
+                            name.startswith("__") and name.endswith("__")):
+                        self.add(mod, stmt)
+                        grew = True
+        return grew
+
+    def run(self, roots: list[tuple[str, str]]) -> dict[str, set[int]] | None:
+        for module, attr in roots:
+            if module not in self.modules or not self.defines(self.modules[module], attr):
+                return None  # an entry the source does not show: judge everything
+            self.enter(module)
+            self.name(self.modules[module], attr)
+        while True:
+            while self.todo:
+                self.process(*self.todo.pop())
+                if self.everything:
+                    return None
+            if not self.methods():
+                return self.lines
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def reachable_lines(sources: list[Source], roots: list[tuple[str, str]]) -> dict[str, set[int]] | None:
+    """File -> the lines the ``roots`` (``(module, name)`` pairs) may run; None where that cannot be told
+    from the source (an entry it does not define, names looked up at run time): judge every line then."""
+    try:
+        return _Reach(sources).run(roots)
+    except (SyntaxError, RecursionError, ValueError):
+        return None

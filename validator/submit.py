@@ -231,15 +231,16 @@ def _handout_ok(report: Report) -> bool:
 def main(*, console=None, **kwargs) -> int:
     """Entry for the CLI: turns usage, spec and answers problems into exit status 2."""
     from rich.console import Console
+    from rich.markup import escape
 
     console = console or make_console()
     err = Console(stderr=True, highlight=False, soft_wrap=True)  # paths and commands stay whole for copy-paste
     try:
         code, _ = submit_build(console=console, **kwargs)
         return code
-    except SpecError as exc:
-        err.print(f"[red]spec error[/]\n{exc}", markup=True, highlight=False)
+    except SpecError as exc:  # messages are data: "[tool.validator.map]" is text, not markup
+        err.print(f"[red]spec error[/]\n{escape(str(exc))}")
         return EXIT_USAGE
     except (UsageError, AnswersError) as exc:
-        err.print(f"[red]error:[/] {exc}")
+        err.print(f"[red]error:[/] {escape(str(exc))}")
         return EXIT_USAGE

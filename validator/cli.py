@@ -82,8 +82,9 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     st.add_argument("--seed", type=int, default=0, help="seed every mutant is graded with (default: 0)")
     st.add_argument("--profile", default="batch", help="hypothesis effort (default: batch)")
     st.add_argument("--all-checks", action="store_true",
-                    help="grade every check of every mutant (the kill matrix: dead weight, blast radius); "
-                         "default: stop each mutant at its first catching check")
+                    help="grade every check of every mutant (the kill matrix: dead weight, blast radius, and a "
+                         "warning for each bug that costs several checks); default: stop each mutant at its first "
+                         "catching check")
     st.add_argument("--cache", dest="cache_dir", metavar="DIR",
                     help="where results are cached (default: .validator-cache/strength)")
     st.add_argument("--no-cache", dest="use_cache", action="store_false", help="grade every mutant again")

@@ -108,3 +108,21 @@ def test_validator_html_writes_the_graded_checks_as_one_page(tmp_path, workers):
     assert "token_embedding" in text and "id_too_large_raises" in text and "init_distribution" in text
     assert "<svg" in text, "the init check's histogram"
     assert "<script" not in text.lower()
+
+
+def test_the_student_set_up_installs_what_the_plugin_needs():
+    """README's and the handout's set-up install the [pytest] extra, and tell students to run the
+    environment's pytest (a `pytest` from elsewhere on the PATH rejects --validator)."""
+    import re
+
+    from validator.instructor.release import HANDOUT_README
+    from validator.tomlcompat import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(dep.startswith("pytest") for dep in extras["pytest"])
+    readme = (ROOT / "README.md").read_text()
+    students = readme.split("## For students", 1)[1].split("\n## ", 1)[0]
+    for text in (students, HANDOUT_README):
+        set_up = re.search(r"```bash\n(.*?)```", text, flags=re.S).group(1)
+        assert "pip install -e '.[pytest]'" in set_up, set_up
+        assert "python -m pytest --validator" in text

@@ -6,7 +6,9 @@ away: no reference source, no answer key, no instructor tools. It is scanned
 for leaks before the command reports success. The autograder bundle holds
 everything needed to grade a submission, with a Gradescope ``setup.sh`` /
 ``run_autograder`` pair and a GitHub Actions workflow, which grade through the
-batch grader's sandbox (see :mod:`validator.instructor.gradescope`).
+batch grader's sandbox (see :mod:`validator.instructor.gradescope`), a README
+for whoever deploys it, and beside it the zip to upload to Gradescope; with
+``--challenge`` it carries and grades an assignment's challenges only.
 """
 
 from __future__ import annotations

@@ -321,6 +321,22 @@ def test_run_autograder_refuses_without_the_sandbox(tmp_path, monkeypatch):
     assert ag.allowed_degraded(tmp_path / "b") and not ag.allowed_degraded(bundle)
 
 
+def test_a_misconfigured_bundle_is_a_grader_error(tmp_path, monkeypatch):
+    """`challenges:` in autograder.yaml that is not a list of ids: no grade, a grader error, exit 3."""
+    from validator import paths
+
+    monkeypatch.setattr(ag, "sandbox_status", lambda: (["limits"], []))
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / ag.SETTINGS_FILE).write_text("challenges: scaling\n")
+    monkeypatch.setattr(paths, "PROJECT_ROOT", bundle)
+    ag_root = tmp_path / "autograder"
+    lay_out(ag_root, CORRECT, HONEST_ANSWERS)
+    code = ag.autograde(root=ag_root, stream=io.StringIO())
+    results = json.loads((ag_root / "results" / "results.json").read_text())
+    assert code == ag.EXIT_GRADER and results["score"] == 0 and "misconfigured" in results["output"], results
+
+
 def test_staging_copies_regular_files_only(tmp_path):
     src = tmp_path / "sub" / "student"
     src.mkdir(parents=True)

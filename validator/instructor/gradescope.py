@@ -232,8 +232,17 @@ def autograde(*, root: str | Path, profile: str = "batch", timeout: float = 300.
     os.chmod(results_dir, 0o755)
     notes = stage(folder, work / "submissions" / NAME)
     out = work / "gradebook"
-    status = grade_folder(submissions=work / "submissions", out=out, challenges=challenges, profile=profile,
-                          timeout=timeout, memory=memory, workers=1, stream=log, live=False)
+    from validator.api import UsageError
+    from validator.spec import SpecError
+
+    try:
+        status = grade_folder(submissions=work / "submissions", out=out, challenges=challenges, profile=profile,
+                              timeout=timeout, memory=memory, workers=1, stream=log, live=False)
+    except (UsageError, SpecError) as exc:  # an unknown challenge in autograder.yaml, a spec that does not load
+        print(f"error: {exc}", file=log)
+        _write(results_dir, grader_error(f"the autograder is misconfigured ({exc}).", sandbox_line), None,
+               log.getvalue())
+        return EXIT_GRADER
     verdicts = out / "gradescope" / NAME / "results.json"
     if status == EXIT_OK and verdicts.is_file():
         results = json.loads(verdicts.read_text(encoding="utf-8"))

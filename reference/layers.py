@@ -1,4 +1,4 @@
-"""Instructor reference for the embedding challenges.
+"""Instructor reference for the LLM-layer challenges.
 
 Every public name implements one contract of the challenge catalogue. The lines
 between ``# BEGIN SOLUTION`` and ``# END SOLUTION`` are the solution: the stub

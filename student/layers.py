@@ -1,4 +1,4 @@
-"""Your implementations of the embedding challenges.
+"""Your implementations of the LLM-layer challenges.
 
 Replace each `raise NotImplementedError` with your code. Keep the names,
 signatures and parameter names: the grader imports this file and calls them

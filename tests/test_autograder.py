@@ -51,11 +51,35 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def tree_digest(folder: Path) -> dict[str, str]:
+def dependencies_only_python(base: Path) -> Path:
+    """A Python that has the grader's dependencies and not the grader: what setup.sh leaves on Gradescope
+    (or on a GitHub runner).
+
+    The test environment installs the project in editable mode, which would make ``import validator``
+    work from anywhere (and grade with the repository's copy rather than the bundle's). A venv whose
+    .pth lists this environment's site-packages gets torch, hypothesis and the rest, but not the
+    editable finder: .pth files are processed only in the venv's own site-packages.
+    """
+    venv = base / "deps-only"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    [site] = list((venv / "lib").glob("python3*/site-packages"))
+    here = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
+    (site / "dependencies.pth").write_text("\n".join(here) + "\n")
+    python = venv / "bin" / "python"
+    probe = subprocess.run([str(python), "-c", "import torch, hypothesis, yaml\n"
+                            "try:\n    import validator\nexcept ImportError:\n    print('no grader')"],
+                           capture_output=True, text=True, cwd="/", env=clean_env(), timeout=120)
+    assert probe.returncode == 0 and probe.stdout.strip() == "no grader", probe.stdout + probe.stderr
+    return python
+
+
+def tree_digest(folder: Path, skip: tuple[str, ...] = ()) -> dict[str, str]:
     """Every entry of a tree (links and folders too) with a hash of its content: what 'unchanged' means."""
     out = {}
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder).as_posix()
+        if rel.split("/")[0] in skip:
+            continue
         if path.is_symlink():
             out[rel] = "link:" + os.readlink(path)
         elif path.is_file():
@@ -216,42 +240,62 @@ def test_each_attack_gains_nothing(bundle, tmp_path, attack):
 
 @needs_sandbox
 @pytest.mark.thorough
-def test_github_grading_step_run_locally(bundle, tmp_path):
-    """grade_github.sh, the workflow's grading step, with the runner's variables pointing at temporary folders."""
-    workflow = (bundle / ".github" / "workflows" / "grade.yml").read_text()
-    assert "run: bash grade_github.sh" in workflow
-    workspace = tmp_path / "workspace"
+def test_github_workflow_grades_in_its_own_layout(bundle, tmp_path):
+    """The workflow as GitHub runs it: the bundle is the repository, checked out into $GITHUB_WORKSPACE
+    (the working directory of every step), the student's repository checked out into submission/, the
+    steps' `run:` lines run in order (setup.sh aside: it installs from the network) with a Python that has
+    the dependencies but not the grader, the artifact read from where the workflow uploads it."""
+    import yaml
+
+    workflow = yaml.safe_load((bundle / ".github" / "workflows" / "grade.yml").read_text())
+    steps = workflow["jobs"]["grade"]["steps"]
+    runs = [s["run"] for s in steps if "run" in s]
+    assert runs == ["bash setup.sh", "bash grade_github.sh"], runs
+    checkout = next(s for s in steps if s.get("with", {}).get("path") == "submission")
+    artifact = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact"))
+    assert artifact["with"]["path"] == "${{ runner.temp }}/autograder/results/"
+    workspace = tmp_path / "workspace"  # actions/checkout: the repository's files at the workspace's root
+    shutil.copytree(bundle, workspace, symlinks=True)
+    for script in ("setup.sh", "grade_github.sh", "run_autograder"):
+        assert os.access(workspace / script, os.X_OK), script
     runner_temp = tmp_path / "runner_temp"
     runner_temp.mkdir()
     other = tmp_path / "other.yaml"
     other.write_text(HONEST_ANSWERS)
     summary = tmp_path / "summary.md"
-    before = tree_digest(bundle)
+    python = dependencies_only_python(tmp_path)
+    before = tree_digest(workspace, skip=("submission",))
 
     def step(layers: str, answers_link: Path | None = None, answers: str | None = None):
-        shutil.rmtree(workspace, ignore_errors=True)
-        (workspace / "submission").mkdir(parents=True)
-        (workspace / "submission" / "layers.py").write_text(layers)
+        shutil.rmtree(workspace / checkout["with"]["path"], ignore_errors=True)
+        student = workspace / "submission" / "student"  # the student's repository, as checked out
+        student.mkdir(parents=True)
+        (workspace / "submission" / "README.md").write_text("a student's repository\n")
+        (student / "layers.py").write_text(layers)
         if answers_link:
-            (workspace / "submission" / "answers.yaml").symlink_to(answers_link)
+            (student / "answers.yaml").symlink_to(answers_link)
         if answers:
-            (workspace / "submission" / "answers.yaml").write_text(answers)
-        done = subprocess.run(["bash", str(bundle / "grade_github.sh")], capture_output=True, text=True, timeout=600,
+            (student / "answers.yaml").write_text(answers)
+        done = subprocess.run(runs[1].split(), capture_output=True, text=True, timeout=600, cwd=str(workspace),
                               env=clean_env(GITHUB_WORKSPACE=str(workspace), RUNNER_TEMP=str(runner_temp),
-                                            GITHUB_STEP_SUMMARY=str(summary), PYTHON=sys.executable,
-                                            VALIDATOR_PROFILE="quick"), cwd=str(bundle))
-        results = json.loads((runner_temp / "autograder" / "results" / "results.json").read_text())
+                                            GITHUB_STEP_SUMMARY=str(summary), PYTHON=str(python), CI="1",
+                                            VALIDATOR_PROFILE="quick"))
+        uploaded = runner_temp / "autograder" / "results"
+        results = json.loads((uploaded / "results.json").read_text())
         return done.returncode, results, done.stdout + done.stderr
 
-    code, results, log = step(attacks(bundle, runner_temp / "autograder", other), answers_link=other)
+    code, results, log = step(attacks(workspace, runner_temp / "autograder", other), answers_link=other)
     assert code == 0, log
     assert_no_gain(results, log)
-    assert tree_digest(bundle) == before
+    assert tree_digest(workspace, skip=("submission",)) == before
     code, results, log = step(CORRECT, answers=HONEST_ANSWERS)
     assert code == 0, log
     assert_honest_full_marks(results, log)
     assert "## Grade:" in summary.read_text() and "[passed]" in log
-    assert tree_digest(bundle) == before
+    assert tree_digest(workspace, skip=("submission",)) == before
+    graded = runner_temp / "autograder" / "results" / "graded"
+    assert (graded / "submissions" / "submission" / "layers.py").read_text() == CORRECT
+    assert list((graded / "gradebook" / "html").glob("*.html")), "the HTML report is in the artifact"
 
 
 def test_run_autograder_refuses_without_the_sandbox(tmp_path, monkeypatch):
@@ -275,6 +319,22 @@ def test_run_autograder_refuses_without_the_sandbox(tmp_path, monkeypatch):
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / ag.SETTINGS_FILE).write_text("allow_degraded: true\n")
     assert ag.allowed_degraded(tmp_path / "b") and not ag.allowed_degraded(bundle)
+
+
+def test_a_misconfigured_bundle_is_a_grader_error(tmp_path, monkeypatch):
+    """`challenges:` in autograder.yaml that is not a list of ids: no grade, a grader error, exit 3."""
+    from validator import paths
+
+    monkeypatch.setattr(ag, "sandbox_status", lambda: (["limits"], []))
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / ag.SETTINGS_FILE).write_text("challenges: scaling\n")
+    monkeypatch.setattr(paths, "PROJECT_ROOT", bundle)
+    ag_root = tmp_path / "autograder"
+    lay_out(ag_root, CORRECT, HONEST_ANSWERS)
+    code = ag.autograde(root=ag_root, stream=io.StringIO())
+    results = json.loads((ag_root / "results" / "results.json").read_text())
+    assert code == ag.EXIT_GRADER and results["score"] == 0 and "misconfigured" in results["output"], results
 
 
 def test_staging_copies_regular_files_only(tmp_path):

@@ -23,6 +23,7 @@ from validator.batch.progress import Progress, printable
 from validator.batch.slot import safe_answers, scrub
 from validator.batch.submissions import Shard, discover, parse_shard
 from validator.cli import build_parser
+from validator.reference_side import OFFICIAL_SEED
 
 ROOT = Path(__file__).resolve().parents[1]
 IMPL = ROOT / "tests" / "implementations" / "token_embedding"
@@ -196,7 +197,7 @@ def test_outputs_per_submission(graded):
     out = base / "whole"
     for name in ("alice", "bob", "carol", "=dave", "erin"):
         report = json.loads((out / f"{name}.json").read_text())
-        assert report["student"] == name and report["profile"] == "batch" and report["seed"] == 0
+        assert report["student"] == name and report["profile"] == "batch" and report["seed"] == OFFICIAL_SEED
         jsonschema.validate(json.loads((out / "gradescope" / name / "results.json").read_text()), GRADESCOPE_SCHEMA)
         root = ET.parse(out / "junit" / f"{name}.xml").getroot()
         assert root.tag == "testsuites" and root.find("testsuite").get("name") == CHALLENGE

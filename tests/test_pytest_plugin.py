@@ -15,8 +15,19 @@ from validator.api import grade
 MUTANT = IMPLEMENTATIONS / "token_embedding" / "broken" / "ids_clamped.py"
 
 
+def a_project_with_its_own_tests(folder: Path) -> None:
+    """A folder laid out like this repository: a pyproject whose testpaths hold failing tests that need a
+    package the student set-up does not install. `pytest --validator` must grade the student's code only."""
+    (folder / "tests").mkdir(exist_ok=True)
+    (folder / "tests" / "test_own.py").write_text("import jsonschema_not_installed\n\ndef test_own():\n    assert False\n")
+    (folder / "test_top.py").write_text("def test_top():\n    assert False\n")
+    (folder / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+
+
 def run_plugin(tmp_path: Path, student: Path, *extra: str) -> dict[str, str]:
-    """Run pytest with the plugin in a fresh process; return {check id: outcome} from its JUnit XML."""
+    """Run pytest with the plugin in a fresh process, in a folder with tests of its own; return
+    {check id: outcome} from its JUnit XML (which must hold the validator's items only)."""
+    a_project_with_its_own_tests(tmp_path)
     xml = tmp_path / "junit.xml"
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--validator", "--validator-student",
            str(student), "--validator-challenge", "token_embedding", "--validator-seed", "5",
@@ -25,6 +36,7 @@ def run_plugin(tmp_path: Path, student: Path, *extra: str) -> dict[str, str]:
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
     outcomes = {}
     for case in ET.parse(xml).getroot().iter("testcase"):
+        assert case.get("classname").endswith("token_embedding"), f"not a validator item: {case.get('classname')}"
         check = case.get("name").split("::")[-1]
         if case.find("failure") is not None or case.find("error") is not None:
             outcomes[check] = "failed"
@@ -50,6 +62,30 @@ def test_selected_items_match_submit_build(tmp_path):
     assert got["id_too_large_raises"] == "failed" and got["matches_reference"] == "passed"
     assert "validator submit-build --challenge token_embedding --check id_too_large_raises --seed 5" in out
     assert "seed 5" in out
+    assert "test_own" not in out and "test_top" not in out and "jsonschema" not in out
+
+
+@pytest.mark.thorough
+def test_named_paths_are_collected_beside_the_students_items(tmp_path):
+    """Paths on the command line are collected as asked, with the validator's items; none is lost."""
+    a_project_with_its_own_tests(tmp_path)
+    (tmp_path / "student").mkdir()
+    (tmp_path / "student" / "layers.py").write_text(MUTANT.read_text())
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--validator", "--validator-student",
+           "student", "--validator-challenge", "token_embedding", "--collect-only", "-q", "-o", "addopts=",
+           "test_top.py"]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "test_top.py::test_top" in proc.stdout and "student/layers.py::token_embedding::signature" in proc.stdout
+    assert "test_own" not in proc.stdout
+
+
+@pytest.mark.thorough
+def test_a_missing_student_file_is_a_usage_error(tmp_path):
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--validator", "--validator-student",
+           str(tmp_path / "nowhere"), "-o", "addopts="]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 4 and "--validator: no student file at" in proc.stderr, proc.stdout + proc.stderr
 
 
 @pytest.mark.thorough
@@ -72,3 +108,21 @@ def test_validator_html_writes_the_graded_checks_as_one_page(tmp_path, workers):
     assert "token_embedding" in text and "id_too_large_raises" in text and "init_distribution" in text
     assert "<svg" in text, "the init check's histogram"
     assert "<script" not in text.lower()
+
+
+def test_the_student_set_up_installs_what_the_plugin_needs():
+    """README's and the handout's set-up install the [pytest] extra, and tell students to run the
+    environment's pytest (a `pytest` from elsewhere on the PATH rejects --validator)."""
+    import re
+
+    from validator.instructor.release import HANDOUT_README
+    from validator.tomlcompat import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(dep.startswith("pytest") for dep in extras["pytest"])
+    readme = (ROOT / "README.md").read_text()
+    students = readme.split("## For students", 1)[1].split("\n## ", 1)[0]
+    for text in (students, HANDOUT_README):
+        set_up = re.search(r"```bash\n(.*?)```", text, flags=re.S).group(1)
+        assert "pip install -e '.[pytest]'" in set_up, set_up
+        assert "python -m pytest --validator" in text

@@ -18,7 +18,7 @@ import pytest
 import torch
 import yaml
 
-from test_autograder import hostile_run, needs_sandbox
+from test_autograder import dependencies_only_python, hostile_run, needs_sandbox
 from test_regenerate import BROKEN, CORRECT, MINI_KEY, MINI_SHIFT_SPEC, MINI_SPEC, make_project, run_regenerate
 from validator.api import grade
 from validator.instructor import stubgen
@@ -83,9 +83,12 @@ def released(tmp_path_factory):
     assert quoted == []
     bundle = root / "autograder"
     build_autograder(bundle, challenges_dir=dirs["challenges"], reference_dir=dirs["reference"])
+    subset = root / "assignment"
+    build_autograder(subset, challenges_dir=dirs["challenges"], reference_dir=dirs["reference"],
+                     challenges=["shifting"])
     for name, source in (("correct.py", CORRECT), ("broken.py", BROKEN)):
         (root / name).write_text(source)
-    return dict(dirs, root=root, handout=out, bundle=bundle)
+    return dict(dirs, root=root, handout=out, bundle=bundle, subset=subset)
 
 
 def run_in(folder: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -175,6 +178,7 @@ def test_handout_picks_a_recorded_seed_and_refuses_others(released):
                     "--no-input", "--profile", "quick", "--check", "values", "--challenge", "scaling")
     assert result.returncode == 0, result.stdout + result.stderr
     assert any(f"seed {s}" in result.stdout for s in RECORD_SEEDS)
+    assert "not writable" not in result.stderr and "USDT" not in result.stderr + result.stdout, result.stderr
     refused = run_in(released["handout"], "submit-build", "--student", str(released["root"] / "correct.py"),
                      "--no-input", "--seed", "5")
     assert refused.returncode == 2 and "--seed 5 is not one of them" in " ".join(refused.stderr.split())
@@ -200,47 +204,126 @@ def test_unrecorded_profile_falls_back_and_says_so(released):
     assert all(c.status == "passed" for ch in report.challenges for c in ch.checks if c.kind != "question")
 
 
+# -- every reproduce line replays in the handout ------------------------------------------------------
+@pytest.fixture(scope="module")
+def broken_handout(released, tmp_path_factory):
+    """A student's handout, BROKEN in student/layers.py: where students paste the lines they are given."""
+    folder = tmp_path_factory.mktemp("student") / "handout"
+    shutil.copytree(released["handout"], folder)
+    (folder / "student" / "layers.py").write_text(BROKEN)
+    return folder
+
+
+def replay(handout_dir: Path, line: str, json_path: Path) -> dict[tuple[str, str], dict]:
+    """Run a reproduce line as a student pastes it, in the handout; the checks it graded, by (challenge, id)."""
+    import shlex
+
+    argv = shlex.split(line, comments=True)
+    assert argv[:2] == ["validator", "submit-build"], line
+    done = run_in(handout_dir, *argv[1:], "--no-input", "--json", str(json_path))
+    assert done.returncode in (0, 1), f"{line}\n{done.stdout}{done.stderr}"
+    report = json.loads(json_path.read_text())
+    return {(ch["id"], c["id"]): c for ch in report["challenges"] for c in ch["checks"]}
+
+
+def assert_replays(handout_dir: Path, failed: dict[tuple[str, str], tuple[str, str]], tmp_path: Path) -> None:
+    """Each (challenge, check) -> (reproduce line, status): the line gives the same status in the handout,
+    on an input the original message names too."""
+    assert failed
+    for i, ((challenge, check), (line, status)) in enumerate(sorted(failed.items())):
+        got = replay(handout_dir, line, tmp_path / f"replay{i}.json")
+        assert got[(challenge, check)]["status"] == status, (line, got[(challenge, check)])
+
+
+@needs_sandbox
+@pytest.mark.thorough
+def test_official_feedback_replays_in_the_handout(released, broken_handout, tmp_path):
+    """Gradescope's feedback (the bundle in Gradescope's layout, official profile and seed): each failing
+    check's reproduce line, run in the handout, fails there the same way, on the same input."""
+    from validator.reference_side import OFFICIAL_SEED
+
+    python = dependencies_only_python(tmp_path)
+    results, _ = grade_on_gradescope(released["root"] / "autograder.zip", tmp_path / "ag", BROKEN, None, python)
+    failed, inputs = {}, {}
+    for test in results["tests"]:
+        lines = test["output"].splitlines()
+        line = next((x.removeprefix("reproduce: ") for x in lines if x.startswith("reproduce: ")), None)
+        if test["status"] == "failed" and line:
+            challenge, check = test["name"].split(" / ")
+            failed[(challenge, check)] = (line, "failed")
+            inputs[(challenge, check)] = [x.strip() for x in lines if "input" in x]
+    assert ("scaling", "values") in failed, results
+    assert all(f"--seed {OFFICIAL_SEED} --profile batch" in line for line, _ in failed.values()), failed
+    assert_replays(broken_handout, failed, tmp_path)
+    got = replay(broken_handout, failed[("scaling", "values")][0], tmp_path / "values.json")[("scaling", "values")]
+    assert inputs[("scaling", "values")] and all(x in got["message"] for x in inputs[("scaling", "values")]), got
+
+
+@pytest.mark.thorough
+def test_submit_build_lines_replay_in_the_handout(broken_handout, tmp_path):
+    done = run_in(broken_handout, "submit-build", "--no-input", "--json", str(tmp_path / "run.json"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads((tmp_path / "run.json").read_text())
+    assert report["seed"] in RECORD_SEEDS
+    failed = {(ch["id"], c["id"]): (c["reproduce"], c["status"]) for ch in report["challenges"] for c in ch["checks"]
+              if c["reproduce"]}
+    assert_replays(broken_handout, failed, tmp_path)
+
+
+@pytest.mark.thorough
+def test_pytest_plugin_in_a_handout_picks_a_recorded_seed_and_its_lines_replay(broken_handout, tmp_path):
+    import re
+
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--validator",
+                           "--validator-student", "student", "-rN"], cwd=broken_handout, env=clean_env(),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "test_" not in done.stdout.replace("question_", "")  # nothing but the validator's items
+    seed = int(re.search(r"--validator-seed (\d+)", done.stdout).group(1))
+    assert seed in RECORD_SEEDS, done.stdout
+    failed = {}
+    for line in re.findall(r"^reproduce: (.+)$", done.stdout, flags=re.M):
+        challenge = re.search(r"--challenge (\S+)", line).group(1)
+        check = re.search(r"--check (\S+)", line).group(1)
+        failed[(challenge, check)] = (line, "failed")
+    assert ("scaling", "values") in failed, done.stdout
+    assert_replays(broken_handout, failed, tmp_path)
+
+
 def test_instructor_commands_are_not_in_a_handout(released):
     result = run_in(released["handout"], "regenerate", "--check")
     assert result.returncode == 2 and "is a staff command" in result.stderr and "submit-build" in result.stderr
 
 
 # -- the autograder bundle ---------------------------------------------------------------------
-def dependencies_only_python(base: Path) -> Path:
-    """A Python that has the grader's dependencies and not the grader: what setup.sh leaves on Gradescope.
-
-    The test environment installs the project in editable mode, which would make ``import validator``
-    work from anywhere (and grade with the repository's copy rather than the bundle's). A venv whose
-    .pth lists this environment's site-packages gets torch, hypothesis and the rest, but not the
-    editable finder: .pth files are processed only in the venv's own site-packages.
-    """
-    venv = base / "deps-only"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    [site] = list((venv / "lib").glob("python3*/site-packages"))
-    here = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
-    (site / "dependencies.pth").write_text("\n".join(here) + "\n")
-    python = venv / "bin" / "python"
-    probe = subprocess.run([str(python), "-c", "import torch, hypothesis, yaml\n"
-                            "try:\n    import validator\nexcept ImportError:\n    print('no grader')"],
-                           capture_output=True, text=True, cwd="/", env=clean_env(), timeout=120)
-    assert probe.returncode == 0 and probe.stdout.strip() == "no grader", probe.stdout + probe.stderr
-    return python
-
-
-def gradescope_layout(bundle: Path, root: Path) -> Path:
-    """Gradescope's layout: the zip the instructor uploads unpacked into ROOT/source, and a copy of its
-    run_autograder at ROOT/run_autograder, which is what Gradescope runs (returned)."""
-    import zipfile
-
-    archive = root.parent / f"{root.name}-upload.zip"
-    with zipfile.ZipFile(archive, "w") as zf:  # the bundle's contents at the zip's root, as uploaded
-        for path in sorted(bundle.rglob("*")):
-            if path.is_file():
-                zf.write(path, path.relative_to(bundle).as_posix())
+def gradescope_layout(archive: Path, root: Path) -> Path:
+    """Gradescope's layout: the zip the instructor uploads (the one `release` wrote) unpacked into
+    ROOT/source, and a copy of its run_autograder at ROOT/run_autograder, which is what Gradescope runs
+    (returned)."""
     (root / "source").mkdir(parents=True)
     subprocess.run(["unzip", "-q", str(archive), "-d", str(root / "source")], check=True)
     shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
     return root / "run_autograder"
+
+
+def grade_on_gradescope(archive: Path, ag: Path, layers: str, answers: str | None, python: Path,
+                        **env: str) -> tuple[dict, str]:
+    """Upload ``archive``, submit ``layers`` (and ``answers``) under student/, run it; (results.json, output)."""
+    script = gradescope_layout(archive, ag)
+    (ag / "submission" / "student").mkdir(parents=True)
+    (ag / "submission" / "student" / "layers.py").write_text(layers)
+    if answers is not None:
+        (ag / "submission" / "student" / "answers.yaml").write_text(answers)
+    done = subprocess.run(["bash", str(script)], env=clean_env(AUTOGRADER_ROOT=str(ag), PYTHON=str(python), **env),
+                          capture_output=True, text=True, timeout=600, cwd=str(ag))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads((ag / "results" / "results.json").read_text()), done.stdout + done.stderr
+
+
+def absolute_paths(text: str) -> list[str]:
+    import re
+
+    return sorted(set(re.findall(r"(?<![\w.])(/(?:[\w.+-]+/)*[\w.+-]+)", text)))
 
 
 def test_autograder_bundle_grades_a_submission_in_gradescopes_layout(released, tmp_path):
@@ -254,17 +337,89 @@ def test_autograder_bundle_grades_a_submission_in_gradescopes_layout(released, t
                                               for s in workflow["jobs"]["grade"]["steps"])
     assert "run_autograder" in (bundle / "grade_github.sh").read_text()
     ag = tmp_path / "autograder"
-    script = gradescope_layout(bundle, ag)
-    (ag / "submission" / "student").mkdir(parents=True)
-    (ag / "submission" / "student" / "layers.py").write_text(CORRECT)
-    (ag / "submission" / "student" / "answers.yaml").write_text("scaling: {factor: 3, kind: b}\n")
     python = dependencies_only_python(tmp_path)
-    env = clean_env(AUTOGRADER_ROOT=str(ag), VALIDATOR_PROFILE="quick", PYTHON=str(python))
-    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=600, cwd=str(ag))
-    assert done.returncode == 0, done.stdout + done.stderr
-    results = json.loads((ag / "results" / "results.json").read_text())
+    results, output = grade_on_gradescope(released["root"] / "autograder.zip", ag, CORRECT,
+                                          "scaling: {factor: 3, kind: b}\n", python, VALIDATOR_PROFILE="quick")
     assert results["score"] == sum(t["max_score"] for t in results["tests"]) > 0, results
     assert {t["status"] for t in results["tests"]} == {"passed"}
+    log = (ag / "results" / "grader.log").read_text()
+    assert "gradebook:" in log and "self-test:" in log, log
+    gone = [p for p in absolute_paths(log) if not os.path.exists(p)]
+    assert not gone, f"grader.log names paths that are gone: {gone}\n{log}"
+    assert (ag / "results" / "graded" / "submissions" / "submission" / "layers.py").read_text() == CORRECT
+    assert "USDT" not in output and "not writable" not in output, output
+
+
+def test_the_bundle_says_how_to_upload_it_and_its_zip_is_what_gradescope_needs(released):
+    """The bundle's README is its own (upload steps, base image, autograder.yaml, what students see); the
+    zip `release` writes beside it holds the bundle's contents at its root, scripts executable."""
+    import zipfile
+
+    readme = (released["bundle"] / "README.md").read_text()
+    assert readme != (ROOT / "README.md").read_text()
+    for words in ("autograder.zip", "setup.sh", "run_autograder", "zip's root", "Ubuntu 22.04", "Python 3.10",
+                  "autograder.yaml", "allow_degraded", "What students see", "--seed 11 --profile batch",
+                  "GitHub Actions", "the whole catalogue"):
+        assert words in readme, words
+    with zipfile.ZipFile(released["root"] / "autograder.zip") as zf:
+        names = zf.namelist()
+        modes = {i.filename: i.external_attr >> 16 for i in zf.infolist()}
+    assert {"setup.sh", "run_autograder", "autograder.yaml", "README.md", "reference/layers.py",
+            "challenges/scaling.yaml", "validator/instructor/gradescope.py"} <= set(names)
+    assert not [n for n in names if n.startswith((".github/", "submission/"))], names
+    assert modes["run_autograder"] & 0o111 and modes["setup.sh"] & 0o111
+
+
+def test_a_bundle_for_some_challenges_carries_and_grades_only_those(released):
+    """`release --autograder DIR --challenge ID`: only those specs, only their key, and autograder.yaml
+    names them, which is what run_autograder grades (the canary too)."""
+    from validator.instructor import gradescope as ag
+
+    subset = released["subset"]
+    assert sorted(p.name for p in (subset / "challenges").glob("*.yaml")) == ["shifting.yaml"]
+    assert not (subset / "challenges" / "scaling.md").exists()
+    assert yaml.safe_load((subset / "reference" / "answer_key.yaml").read_text()) == {}
+    assert ag.graded_challenges(subset) == ["shifting"] and ag.graded_challenges(released["bundle"]) is None
+    readme = (subset / "README.md").read_text()
+    assert "Autograder bundle: shifting" in readme and "- `shifting`: Shifting" in readme and "scaling" not in readme
+    assert (released["root"] / "assignment.zip").is_file()
+    (subset / "bad").mkdir()
+    (subset / "bad" / ag.SETTINGS_FILE).write_text("challenges: shifting\n")
+    with pytest.raises(ValueError, match="a list of challenge ids"):
+        ag.graded_challenges(subset / "bad")
+
+
+def test_a_variant_brings_the_spec_it_extends():
+    from types import SimpleNamespace
+
+    from validator.instructor.release import _with_bases
+
+    catalogue = {"base": SimpleNamespace(extends=None), "other": SimpleNamespace(extends=None),
+                 "variant": SimpleNamespace(extends="base"), "variant2": SimpleNamespace(extends="variant")}
+    assert _with_bases(catalogue, ["variant2"]) == ["base", "variant", "variant2"]
+    assert _with_bases(catalogue, ["other"]) == ["other"]
+
+
+def test_release_refuses_an_unknown_challenge_and_a_subset_handout(released, tmp_path, capsys):
+    from validator.instructor.release import ReleaseError, main
+
+    with pytest.raises(ReleaseError, match="unknown challenge nope"):
+        build_autograder(tmp_path / "b", challenges_dir=released["challenges"], reference_dir=released["reference"],
+                         challenges=["nope"])
+    assert main(out=str(tmp_path / "h"), challenges=["scaling"]) == 2
+    assert "--challenge selects the challenges of the grading bundle" in capsys.readouterr().err
+
+
+@needs_sandbox
+@pytest.mark.thorough
+def test_a_bundle_for_some_challenges_grades_only_those_in_gradescopes_layout(released, tmp_path):
+    python = dependencies_only_python(tmp_path)
+    ag = tmp_path / "autograder"
+    results, output = grade_on_gradescope(released["root"] / "assignment.zip", ag, CORRECT, None, python,
+                                          VALIDATOR_PROFILE="quick")
+    assert results["tests"] and {t["name"].split(" / ")[0] for t in results["tests"]} == {"shifting"}, results
+    assert results["score"] == sum(t["max_score"] for t in results["tests"]), results
+    assert "self-test: the reference and the answer key scored full marks" in output
 
 
 def test_setup_installs_every_dependency_of_the_grader(released):

@@ -62,8 +62,12 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     rl = sub.add_parser("release", help="instructor: build a student handout or an autograder bundle")
     rl.add_argument("--out", metavar="DIR", help="write the student handout (no reference, no answer key) here")
     rl.add_argument("--autograder", metavar="DIR",
-                    help="write the grading bundle (reference, keys, Gradescope and GitHub Actions files) here")
-    rl.add_argument("--force", action="store_true", help="replace DIR if it exists")
+                    help="write the grading bundle (reference, keys, Gradescope and GitHub Actions files) here, "
+                         "and DIR.zip beside it: the upload for Gradescope")
+    rl.add_argument("--challenge", action="append", dest="challenges", metavar="ID",
+                    help="the bundle carries and grades only this challenge (repeatable; an assignment's subset); "
+                         "default: all")
+    rl.add_argument("--force", action="store_true", help="replace DIR (and the bundle's zip) if it exists")
     rl.add_argument("--allow-degraded", action="store_true",
                     help="let the bundle grade (unofficially, and say so) where it cannot sandbox submissions")
 
@@ -78,8 +82,9 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     st.add_argument("--seed", type=int, default=0, help="seed every mutant is graded with (default: 0)")
     st.add_argument("--profile", default="batch", help="hypothesis effort (default: batch)")
     st.add_argument("--all-checks", action="store_true",
-                    help="grade every check of every mutant (the kill matrix: dead weight, blast radius); "
-                         "default: stop each mutant at its first catching check")
+                    help="grade every check of every mutant (the kill matrix: dead weight, blast radius, and a "
+                         "warning for each bug that costs several checks); default: stop each mutant at its first "
+                         "catching check")
     st.add_argument("--cache", dest="cache_dir", metavar="DIR",
                     help="where results are cached (default: .validator-cache/strength)")
     st.add_argument("--no-cache", dest="use_cache", action="store_false", help="grade every mutant again")
@@ -100,7 +105,8 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     gr.add_argument("--memory", type=int, default=2048, metavar="MB",
                     help="memory allowed per submission (default: 2048)")
     gr.add_argument("--shard", metavar="I/N", help="grade only shard I of N (1-based), for a job array")
-    gr.add_argument("--seed", type=int, default=0, help="fixed seed for every submission (default: 0)")
+    gr.add_argument("--seed", type=int, help="fixed seed for every submission (default: one that handouts record, "
+                                             "so that the feedback's reproduce lines replay there)")
     gr.add_argument("--profile", default="batch", help="hypothesis effort (default: batch)")
     gr.add_argument("--no-isolation", dest="isolate", action="store_false",
                     help="run student code without the sandbox (trusted code only, e.g. debugging)")

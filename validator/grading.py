@@ -25,14 +25,19 @@ from validator.worker.client import Worker, WorkerFailure
 
 
 def reproduce_command(challenge: str, check: str, seed: int, student: str | None, device: str | None = None,
-                      profile: str | None = None, map_arg: str | None = None) -> str:
-    """A command that replays one check: same student file (or package and map), seed, profile and device."""
+                      profile: str | None = None, map_arg: str | None = None, needs_reference: bool = False) -> str:
+    """A command that replays one check: same student file (or package and map), seed, profile and device.
+
+    ``needs_reference``: the check measures the reference itself (its speed), which a handout defers;
+    the line says so, as a shell comment, so that it still runs where it is pasted."""
     from shlex import quote
 
     cmd = f"validator submit-build --challenge {challenge} --check {check} --seed {seed}"
     return (cmd + (f" --student {quote(str(student))}" if student else "")
             + (f" --map {quote(str(map_arg))}" if map_arg else "")
-            + (f" --profile {quote(profile)}" if profile else "") + (f" --device {quote(device)}" if device else ""))
+            + (f" --profile {quote(profile)}" if profile else "") + (f" --device {quote(device)}" if device else "")
+            + ("  # replays where the reference implementation is: a handout defers this check" if needs_reference
+               else ""))
 
 
 def _import_error(info: dict) -> str:
@@ -150,7 +155,8 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
     return CheckResult(status=status, score=score, message=message, review=review, figures=figures,
                        reproduce=None if status == "passed" else
                        reproduce_command(ctx.challenge.id, check.id, ctx.seed, student_arg, ctx.device, ctx.profile,
-                                         ctx.package.map_arg if ctx.package is not None else None),
+                                         ctx.package.map_arg if ctx.package is not None else None,
+                                         needs_reference=test.live_reference),
                        duration_s=round(time.perf_counter() - started, 3), **base)
 
 

@@ -2,17 +2,18 @@
 
 `pytest --validator` (or ``validator = true`` under ``[tool.pytest.ini_options]``)
 collects one item per check and per question of every selected challenge, named
-``<layers.py>::<challenge>::<check>``. Verdicts, seeds and reproduce lines are
-those of `submit-build`: items are graded through the same Python API, one
-grading run per challenge per process, restricted to the items that survive
-``-k`` / ``-m`` selection (plus the checks they ``require``). With ``-n``
-(pytest-xdist) every worker uses the seed the controller drew, so verdicts do
-not depend on how items were distributed.
+``<layers.py>::<challenge>::<check>``, and nothing else unless paths are named on
+the command line (a project's own ``testpaths`` are not graded). Verdicts, seeds
+and reproduce lines are those of `submit-build`: items are graded through the
+same Python API, one grading run per challenge per process, restricted to the
+items that survive ``-k`` / ``-m`` selection (plus the checks they ``require``).
+In a handout the seed is one the handout recorded, so every reproduce line
+replays there. With ``-n`` (pytest-xdist) every worker uses the seed the
+controller drew, so verdicts do not depend on how items were distributed.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import random
 import time
@@ -50,11 +51,18 @@ def _enabled(config: pytest.Config) -> bool:
 
 
 class _Run:
-    """What one pytest process needs to grade: options resolved once, reports cached per challenge."""
+    """What one pytest process needs to grade: options resolved once, reports cached per challenge.
+
+    Every problem with the options (no student file, an unusable mapping, an unknown challenge, a seed
+    a handout did not record) is a :class:`pytest.UsageError` here, before anything is collected.
+    """
 
     def __init__(self, config: pytest.Config):
         from validator import paths
+        from validator.api import UsageError, select_challenges
+        from validator.package import MapError, is_package_root, load_package
         from validator.profiles import profile_name
+        from validator.spec import SpecError, load_catalogue
 
         arg = config.getoption("--validator-student") or config.getini("validator_student") or None
         self.student_arg = arg
@@ -63,29 +71,32 @@ class _Run:
         self.profile = profile_name(config.getoption("--validator-profile"))
         self.challenges = config.getoption("validator_challenges")
         self.answers_arg = config.getoption("--validator-answers")
-        self.seed = _seed(config)
         self.selected: dict[str, set[str]] = {}
         self.reports: dict[str, Any] = {}
         self.html = config.getoption("--validator-html")
         self.started = time.perf_counter()
+        try:
+            catalogue = load_catalogue(paths.challenges_dir())
+            if arg and is_package_root(Path(arg)):
+                try:
+                    self.package = load_package(Path(arg), catalogue)
+                except MapError as exc:
+                    raise UsageError("the package's mapping cannot be used:\n  " + "\n  ".join(exc.problems)) from None
+                self.student_file = Path(arg)
+            elif not self.student_file.is_file():
+                raise UsageError(f"no student file at {self.student_file} (pass --validator-student PATH to a "
+                                 "layers.py or its folder, or to the root of your package with a "
+                                 "[tool.validator.map] table in its pyproject.toml)")
+            wanted = self.challenges or (self.package.mapped_challenges(list(catalogue)) if self.package else None)
+            self.challenges_selected = select_challenges(catalogue, wanted)
+            self.seed = _seed(config, [c.id for c in self.challenges_selected])
+        except (UsageError, SpecError) as exc:
+            raise pytest.UsageError(f"--validator: {exc}") from None
 
-    @functools.cached_property
-    def challenges_selected(self):
-        from validator import paths
-        from validator.api import select_challenges
-        from validator.package import MapError, is_package_root, load_package
-        from validator.spec import load_catalogue
-
-        catalogue = load_catalogue(paths.challenges_dir())
-        if self.package is None and self.student_arg and is_package_root(Path(self.student_arg)):
-            try:
-                self.package = load_package(Path(self.student_arg), catalogue)
-            except MapError as exc:
-                raise pytest.UsageError("--validator: the package's mapping cannot be used:\n  "
-                                        + "\n  ".join(exc.problems)) from None
-            self.student_file = Path(self.student_arg)
-        wanted = self.challenges or (self.package.mapped_challenges(list(catalogue)) if self.package else None)
-        return select_challenges(catalogue, wanted)
+    @property
+    def target(self) -> Path:
+        """The file the check items are collected under: layers.py, or a package's mapping file."""
+        return (self.package.map_file if self.package is not None else self.student_file).resolve()
 
     def result(self, challenge_id: str, check_id: str):
         """The check's result, grading its challenge (selected checks only) the first time it is asked."""
@@ -106,14 +117,21 @@ class _Run:
         return result, None
 
 
-def _seed(config: pytest.Config) -> int:
-    given = config.getoption("--validator-seed")
-    if given is not None:
-        return given
+def _seed(config: pytest.Config, challenges: list[str]) -> int:
+    """The run's seed: given, the xdist controller's, or drawn; in a handout, one it recorded (as submit-build)."""
+    from validator.api import UsageError, handout_seeds
+
     workerinput = getattr(config, "workerinput", None)
     if workerinput and _SEED_KEY in workerinput:
         return int(workerinput[_SEED_KEY])
-    return random.SystemRandom().randrange(2**31)
+    given = config.getoption("--validator-seed")
+    recorded = handout_seeds(challenges=challenges)
+    if recorded and given is not None and given not in recorded:
+        raise UsageError(f"this handout holds reference results for seeds {', '.join(map(str, recorded))} only; "
+                         f"--validator-seed {given} is not one of them")
+    if given is not None:
+        return given
+    return random.SystemRandom().choice(recorded) if recorded else random.SystemRandom().randrange(2**31)
 
 
 _RUN = pytest.StashKey[_Run]()
@@ -122,7 +140,14 @@ _RUN = pytest.StashKey[_Run]()
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "validator_check(kind): a check of the LLM-layer validator, by kind")
     if _enabled(config):
-        config.stash[_RUN] = _Run(config)
+        run = config.stash[_RUN] = _Run(config)
+        # Grade the student's code only: without paths on the command line pytest would collect the
+        # project's testpaths (or the whole folder) too. Paths that were named are collected as asked.
+        target = str(run.target)
+        if config.args_source != pytest.Config.ArgsSource.ARGS:
+            config.args[:] = [target]
+        elif target not in config.args:
+            config.args.append(target)
 
 
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: absent without it
@@ -179,7 +204,7 @@ class CheckItem(pytest.Item):
 
 
 class LayersFile(pytest.File):
-    """The student's layers.py as a collector of check items."""
+    """The student's layers.py (or a package's mapping file) as a collector of check items; never imported."""
 
     def collect(self):
         run = self.config.stash[_RUN]
@@ -193,23 +218,24 @@ class LayersFile(pytest.File):
                                             kind="question", title=question.prompt.strip().splitlines()[0])
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
-    """Add the check items before -k/-m deselection sees the list (tryfirst)."""
+def _is_target(config: pytest.Config, path: Path) -> bool:
     run = config.stash.get(_RUN, None)
-    if run is None:
-        return
-    run.challenges_selected  # noqa: B018 - reads a package's mapping (a usage error if it cannot be used)
-    if run.package is not None:
-        collector = LayersFile.from_parent(session, path=run.package.map_file.resolve())
-        items.extend(collector.collect())
-        return
-    if not run.student_file.is_file():
-        raise pytest.UsageError(f"--validator: no student file at {run.student_file} "
-                                "(pass --validator-student PATH to a layers.py or its folder, or to the root of "
-                                "your package with a [tool.validator.map] table in its pyproject.toml)")
-    collector = LayersFile.from_parent(session, path=run.student_file.resolve())
-    items.extend(collector.collect())
+    return run is not None and Path(path).resolve() == run.target
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makemodule(module_path: Path, parent):
+    """The student's layers.py collects check items: pytest never imports it (it runs in the worker)."""
+    if _is_target(parent.config, module_path):
+        return LayersFile.from_parent(parent, path=module_path)
+    return None
+
+
+def pytest_collect_file(file_path: Path, parent):
+    """A package's mapping file (pyproject.toml, or --map's) collects its check items; a .py is made above."""
+    if file_path.suffix != ".py" and _is_target(parent.config, file_path):
+        return LayersFile.from_parent(parent, path=file_path)
+    return None
 
 
 @pytest.hookimpl(trylast=True)

@@ -57,6 +57,14 @@ def parse_number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def as_number(text: str) -> int | float:
+    """A numeric answer typed at the prompt as the number YAML will store: ``1,024`` -> 1024, ``0.5`` -> 0.5."""
+    number = parse_number(text)
+    if number is None:
+        raise ValueError(f"{text!r} is not a plain number")
+    return int(number) if number.is_integer() and abs(number) < 2**53 else number
+
+
 def choice_letter(value: Any) -> str:
     """A choice answer as the letter it names: ``B``, ``b)`` and `` b `` all mean ``b``."""
     return str(value).strip().lower().rstrip(")")
@@ -91,6 +99,110 @@ def answer_formats(challenge: Challenge, answers: dict[str, Any]) -> list[tuple[
     return rows
 
 
+# -- saving answers given at the prompt --------------------------------------------------
+def save_answers(path: Path, new: dict[str, dict[str, Any]]) -> bool:
+    """Write ``new`` answers (``challenge -> {question -> value}``) into the answers file at ``path``.
+
+    Only those values are written, where the file leaves them empty (or where their question or
+    challenge is added): every comment, every other answer and the way it was written stay as they
+    were. Returns False when the file's layout gave no safe place for an answer and it was rewritten
+    whole instead (its comments lost; the answers are all kept).
+    """
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    edited = _edited(text, new)
+    if edited is None:
+        merged = (yaml.safe_load(text) or {}) if text.strip() else {}
+        for cid, values in new.items():
+            if not isinstance(merged.get(cid), dict):
+                merged[cid] = {}
+            merged[cid].update(values)
+        edited, in_place = yaml.safe_dump(merged, sort_keys=False, allow_unicode=True), False
+    else:
+        in_place = True
+    from validator.reporters import write_atomic
+
+    write_atomic(path, edited)
+    return in_place
+
+
+def _scalar(value: Any) -> str:
+    """``value`` as one YAML scalar in flow context: ``b``, ``1024``, ``1.0e-05``, ``'yes'``."""
+    return yaml.safe_dump([value], default_flow_style=True, allow_unicode=True, width=2**31).strip()[1:-1]
+
+
+def _is_empty(node: yaml.Node) -> bool:
+    return isinstance(node, yaml.ScalarNode) and (node.tag.endswith(":null") or not str(node.value).strip())
+
+
+def _edited(text: str, new: dict[str, dict[str, Any]]) -> str | None:
+    """``text`` with ``new`` filled in, by edits at the nodes' positions; None where that is not safe
+    (a flow mapping without the question, a value that is not empty, an answers file that is not a
+    mapping), or where the edited text would not read back as exactly the old answers plus the new."""
+    try:
+        before = (yaml.safe_load(text) or {}) if text.strip() else {}
+        root = yaml.compose(text) if text.strip() else None
+    except yaml.YAMLError:
+        return None
+    if not isinstance(before, dict) or (root is not None and not isinstance(root, yaml.MappingNode)):
+        return None
+    edits: list[tuple[int, int, str]] = []  # (start, end, replacement) in characters
+    appended: list[str] = []
+    entries = {str(k.value): (k, v) for k, v in root.value} if root is not None else {}
+    top_indent = root.value[0][0].start_mark.column if root is not None and root.value else 0
+    for cid, values in new.items():
+        if not values:
+            continue
+        if cid not in entries:
+            appended.append(f"{' ' * top_indent}{_scalar(cid)}:\n"
+                            + "".join(f"{' ' * (top_indent + 2)}{_scalar(q)}: {_scalar(v)}\n" for q, v in values.items()))
+            continue
+        key, node = entries[cid]
+        indent = " " * (key.start_mark.column + 2)
+        if _is_empty(node):  # `challenge:` with nothing under it yet
+            lines = "".join(f"\n{indent}{_scalar(q)}: {_scalar(v)}" for q, v in values.items())
+            edits.append((node.start_mark.index, node.end_mark.index, lines))
+            continue
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        questions = {str(k.value): v for k, v in node.value}
+        missing = {q: v for q, v in values.items() if q not in questions}
+        for qid, value in values.items():
+            if qid in questions:
+                if not _is_empty(questions[qid]):
+                    return None
+                start, end = questions[qid].start_mark.index, questions[qid].end_mark.index
+                edits.append((start, end, (" " if text[start - 1:start] == ":" else "") + _scalar(value)))
+        if not missing:
+            continue
+        if node.flow_style:
+            end = node.end_mark.index - 1  # before the closing brace
+            pairs = ", ".join(f"{_scalar(q)}: {_scalar(v)}" for q, v in missing.items())
+            edits.append((end, end, (", " if node.value else "") + pairs))
+            continue
+        if node.value:
+            indent = " " * node.value[0][0].start_mark.column
+            last = node.value[-1][1].end_mark.index
+            line_end = text.find("\n", last)
+            at = len(text) if line_end < 0 else line_end
+        else:
+            return None
+        edits.append((at, at, "".join(f"\n{indent}{_scalar(q)}: {_scalar(v)}" for q, v in missing.items())))
+    out = text
+    for start, end, replacement in sorted(edits, reverse=True):
+        out = out[:start] + replacement + out[end:]
+    if appended:
+        out = out + ("\n" if out and not out.endswith("\n") else "") + "".join(appended)
+    want = {cid: dict(qs or {}) for cid, qs in before.items()}
+    for cid, values in new.items():
+        if values:
+            want.setdefault(cid, {}).update(values)
+    try:
+        after = yaml.safe_load(out) or {}
+    except yaml.YAMLError:
+        return None
+    return out if after == want else None
+
+
 def ask(challenge: Challenge, question: Question, read: Callable[[str], str] = input,
         out: TextIO = sys.stdout) -> Any:
     """Prompt for one answer at the terminal; a malformed one is refused and asked again.
@@ -108,7 +220,7 @@ def ask(challenge: Challenge, question: Question, read: Callable[[str], str] = i
             return None
         why = answer_problem(question, raw)
         if why is None:
-            return choice_letter(raw) if question.type == "choice" else raw
+            return choice_letter(raw) if question.type == "choice" else as_number(raw)
         expected = ("one of " + ", ".join(question.choices)) if question.type == "choice" else \
             f"a plain number{unit}"
         out.write(f"  not saved: {why}. Expected {expected}; press Enter to skip.\n")

@@ -9,14 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
-import yaml
 
 from validator import paths
 from validator.api import UsageError, check_device, grade, handout_seeds, select_challenges
 from validator.intake import MAX_SOURCE_BYTES, IntakeError, read_submission_file
 from validator.parallel import default_jobs
 from validator.profiles import profile_name
-from validator.questions import AnswersError, answer_formats, ask, is_missing, load_answers
+from validator.questions import AnswersError, answer_formats, ask, is_missing, load_answers, save_answers
 from validator.results import Report
 from validator.spec import Challenge, SpecError, load_catalogue
 from validator.worker.client import Worker
@@ -35,22 +34,27 @@ def make_console(file=None):
 
 def ask_missing(challenges: list[Challenge], answers: dict[str, dict[str, Any]], answers_path: Path | None,
                 read: Callable[[str], str] = input, out: TextIO = sys.stdout) -> int:
-    """Ask for each missing answer at the terminal and save what was given; return how many."""
-    asked = 0
-    for ch in challenges:
-        for q in ch.questions:
-            if is_missing(answers.get(ch.id, {}).get(q.id)):
-                try:
+    """Ask for each missing answer at the terminal and save what was given; return how many.
+
+    The answers file is edited in place (:func:`validator.questions.save_answers`): the questions and
+    choices written in it as comments, and every other answer, stay as they were.
+    """
+    given: dict[str, dict[str, Any]] = {}
+    try:
+        for ch in challenges:
+            for q in ch.questions:
+                if is_missing(answers.get(ch.id, {}).get(q.id)):
                     value = ask(ch, q, read=read, out=out)
-                except EOFError:
-                    return asked
-                if value is not None:
-                    answers.setdefault(ch.id, {})[q.id] = value
-                    asked += 1
-    if asked and answers_path is not None:
-        answers_path.parent.mkdir(parents=True, exist_ok=True)
-        answers_path.write_text(yaml.safe_dump(answers, sort_keys=False, allow_unicode=True), encoding="utf-8")
-    return asked
+                    if value is not None:
+                        given.setdefault(ch.id, {})[q.id] = value
+                        answers.setdefault(ch.id, {})[q.id] = value
+    except EOFError:
+        pass
+    if given and answers_path is not None:
+        if not save_answers(answers_path, given):
+            out.write(f"note: {answers_path} could not be edited in place, so it was rewritten whole "
+                      "(every answer kept, its comments lost)\n")
+    return sum(len(v) for v in given.values())
 
 
 @dataclass(frozen=True)
@@ -231,15 +235,16 @@ def _handout_ok(report: Report) -> bool:
 def main(*, console=None, **kwargs) -> int:
     """Entry for the CLI: turns usage, spec and answers problems into exit status 2."""
     from rich.console import Console
+    from rich.markup import escape
 
     console = console or make_console()
     err = Console(stderr=True, highlight=False, soft_wrap=True)  # paths and commands stay whole for copy-paste
     try:
         code, _ = submit_build(console=console, **kwargs)
         return code
-    except SpecError as exc:
-        err.print(f"[red]spec error[/]\n{exc}", markup=True, highlight=False)
+    except SpecError as exc:  # messages are data: "[tool.validator.map]" is text, not markup
+        err.print(f"[red]spec error[/]\n{escape(str(exc))}")
         return EXIT_USAGE
     except (UsageError, AnswersError) as exc:
-        err.print(f"[red]error:[/] {exc}")
+        err.print(f"[red]error:[/] {escape(str(exc))}")
         return EXIT_USAGE

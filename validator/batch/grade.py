@@ -149,19 +149,23 @@ def write_outputs(out: Path, name: str, report: Report) -> None:
 
 def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequence[str] | None = None,
                  workers: int | None = None, timeout: float = 300.0, memory: int = 2048,
-                 shard: str | None = None, seed: int = 0, profile: str = "batch", isolate: bool = True,
+                 shard: str | None = None, seed: int | None = None, profile: str = "batch", isolate: bool = True,
                  stream: TextIO | None = None, live: bool | None = None, canary: bool = True,
                  canary_dir: str | Path | None = None) -> int:
     """Grade every submission (of this shard) under ``submissions``; return the exit status.
 
     The canary (``canary_dir``, by default the reference and its key) is graded first on the same
     warm slots; if it loses a point the run stops with :data:`EXIT_GRADER` and writes no gradebook.
+    ``seed`` defaults to :data:`~validator.reference_side.OFFICIAL_SEED`: with a seed and profile that
+    handouts record, every reproduce line of the feedback replays in a student's handout.
     """
     from validator.profiles import get_settings
+    from validator.reference_side import OFFICIAL_SEED, RECORD_PROFILES, RECORD_SEEDS
     from validator.sandbox import Limits
     from validator.spec import load_catalogue
 
     started = time.monotonic()
+    seed = OFFICIAL_SEED if seed is None else seed
     which = parse_shard(shard)
     if timeout <= 0 or memory <= 0:
         raise UsageError("--timeout and --memory must be positive")
@@ -184,6 +188,10 @@ def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequen
                  + (f" (shard {which.index}/{which.count})" if which.count > 1 else "")
                  + f" with {min(workers, max(1, len(subs)))} worker(s); seed {seed}, profile {profile}, "
                  f"limits: {timeout:g} s, {memory} MB per submission")
+    if seed not in RECORD_SEEDS or profile not in RECORD_PROFILES:
+        progress.log(f"note: handouts record seeds {', '.join(map(str, RECORD_SEEDS))} and profiles "
+                     f"{', '.join(RECORD_PROFILES)}: with seed {seed} and profile {profile}, the reproduce lines "
+                     "of this feedback replay where the reference is, not in a student's handout")
     rows: list[tuple[str, Report]] = []
     failures: list[str] = []
     degraded_seen: set[str] = set()

@@ -27,7 +27,7 @@ class Progress:
                                        TimeElapsedColumn, TimeRemainingColumn)
 
             self._bar = Bar(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                            TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.description}"),
+                            TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.description}", markup=False),
                             console=Console(file=self.stream), transient=False)
             self._task = self._bar.add_task("", total=total)
             self._bar.start()

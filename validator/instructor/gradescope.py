@@ -11,6 +11,11 @@ as an unprivileged uid in its own namespaces, with its limits and a scratch dir 
 ``ROOT/results/results.json`` is then written by this process from the verdicts the
 batch grader computed; nothing the student's process could touch is read back.
 
+The bundle's ``autograder.yaml`` may list the ``challenges`` graded (``validator release
+--autograder DIR --challenge ID...`` writes it): the canary and the submission are graded
+on those only. What was graded (the staged copy) and the batch grader's outputs stay in
+``ROOT/results/graded/``, so that every path in ``grader.log`` still exists afterwards.
+
 Where the machine cannot give the sandbox (no root, no namespaces, no uid switch), the
 score is refused (0, with a grader error naming what is missing) unless the instructor
 opted in to a degraded sandbox: ``VALIDATOR_ALLOW_DEGRADED=1`` in the environment, or
@@ -24,13 +29,14 @@ import argparse
 import io
 import json
 import os
+import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, TextIO
 
 NAME = "submission"  # the one submission's name in the batch grader's outputs
+GRADED = "graded"  # under results/: the staged submission (submissions/) and the batch's outputs (gradebook/)
 MAX_FILE_BYTES = 16 << 20  # a file over this is not copied (the batch's own, smaller caps apply after)
 MAX_HELPERS = 20
 SETTINGS_FILE = "autograder.yaml"
@@ -82,18 +88,34 @@ def stage(source: Path, dest: Path) -> list[str]:
     return notes
 
 
+# -- the bundle's settings --------------------------------------------------------------------------
+def settings(bundle: Path) -> dict[str, Any]:
+    """``autograder.yaml`` as a mapping ({} where it is missing or unreadable)."""
+    import yaml
+
+    try:
+        found = yaml.safe_load((bundle / SETTINGS_FILE).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def graded_challenges(bundle: Path) -> list[str] | None:
+    """The challenges the bundle grades: ``challenges:`` of autograder.yaml, or None for all of them."""
+    chosen = settings(bundle).get("challenges")
+    if chosen in (None, "all"):
+        return None
+    if not isinstance(chosen, list) or not chosen or not all(isinstance(c, str) for c in chosen):
+        raise ValueError(f"{SETTINGS_FILE}: `challenges` must be `all` or a list of challenge ids, got {chosen!r}")
+    return chosen
+
+
 # -- the sandbox ---------------------------------------------------------------------------------------
 def allowed_degraded(bundle: Path) -> bool:
     """The instructor's explicit opt-in to grading without the full sandbox."""
-    import yaml
-
     if os.environ.get(ALLOW_ENV, "").strip().lower() in ("1", "true", "yes"):
         return True
-    try:
-        settings = yaml.safe_load((bundle / SETTINGS_FILE).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
-        return False
-    return isinstance(settings, dict) and settings.get("allow_degraded") is True
+    return settings(bundle).get("allow_degraded") is True
 
 
 def sandbox_status() -> tuple[list[str], list[str]]:
@@ -141,6 +163,14 @@ def text_report(results: dict[str, Any]) -> str:
 
 def _write(results_dir: Path, results: dict[str, Any], report: dict[str, Any] | None, log: str) -> None:
     results_dir.mkdir(parents=True, exist_ok=True)
+    graded = results_dir / GRADED
+    if graded.is_dir():  # staged root-only while workers ran; readable now (an artifact upload reads it)
+        for folder, dirs, files in os.walk(graded):
+            os.chmod(folder, 0o755)
+            for name in files:
+                path = os.path.join(folder, name)
+                if not os.path.islink(path):
+                    os.chmod(path, 0o644)
     (results_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     (results_dir / "report.txt").write_text(text_report(results), encoding="utf-8")
     (results_dir / "grader.log").write_text(log, encoding="utf-8")
@@ -175,6 +205,13 @@ def autograde(*, root: str | Path, profile: str = "batch", timeout: float = 300.
     print(sandbox_line, file=log)
     if allow_degraded is None:
         allow_degraded = allowed_degraded(paths.PROJECT_ROOT)
+    try:
+        challenges = graded_challenges(paths.PROJECT_ROOT)
+    except ValueError as exc:
+        print(f"error: {exc}", file=log)
+        _write(results_dir, grader_error(f"the autograder is misconfigured ({exc}).", sandbox_line), None,
+               log.getvalue())
+        return EXIT_GRADER
     if missing_defences and not allow_degraded:
         print(f"error: refusing to grade: the sandbox is incomplete on this machine ({'; '.join(missing_defences)}). "
               f"Run the autograder as root where namespaces are allowed, or opt in to a degraded, unofficial "
@@ -188,24 +225,37 @@ def autograde(*, root: str | Path, profile: str = "batch", timeout: float = 300.
         return EXIT_OK
     from validator.batch.grade import grade_folder  # imports torch: only once there is something to grade
 
-    with tempfile.TemporaryDirectory(prefix="autograder-") as work:  # root's and 0700; hidden from workers
-        notes = stage(folder, Path(work) / "subs" / NAME)
-        out = Path(work) / "out"
-        status = grade_folder(submissions=Path(work) / "subs", out=out, profile=profile, timeout=timeout,
-                              memory=memory, workers=1, stream=log, live=False)
-        verdicts = out / "gradescope" / NAME / "results.json"
-        if status == EXIT_OK and verdicts.is_file():
-            results = json.loads(verdicts.read_text(encoding="utf-8"))
-            report = json.loads((out / f"{NAME}.json").read_text(encoding="utf-8"))
-        elif verdicts.is_file():  # the batch grader's stand-in report for a grader failure on this submission
-            results = json.loads(verdicts.read_text(encoding="utf-8"))
-            results["score"] = 0.0
-            results["output"] = "GRADER ERROR, not a grade and not your fault: the grader failed on this " \
-                                "submission; it will be regraded.\n" + results.get("output", "")
-            report = None
-        else:
-            results, report = grader_error("the autograder's self-test (the reference, graded in the same "
-                                           "sandbox) failed, so nothing was graded.", sandbox_line), None
+    # Root's and 0700 while workers run (hidden from them too); kept afterwards, so the log's paths exist.
+    work = results_dir / GRADED
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(mode=0o700, parents=True)
+    os.chmod(results_dir, 0o755)
+    notes = stage(folder, work / "submissions" / NAME)
+    out = work / "gradebook"
+    from validator.api import UsageError
+    from validator.spec import SpecError
+
+    try:
+        status = grade_folder(submissions=work / "submissions", out=out, challenges=challenges, profile=profile,
+                              timeout=timeout, memory=memory, workers=1, stream=log, live=False)
+    except (UsageError, SpecError) as exc:  # an unknown challenge in autograder.yaml, a spec that does not load
+        print(f"error: {exc}", file=log)
+        _write(results_dir, grader_error(f"the autograder is misconfigured ({exc}).", sandbox_line), None,
+               log.getvalue())
+        return EXIT_GRADER
+    verdicts = out / "gradescope" / NAME / "results.json"
+    if status == EXIT_OK and verdicts.is_file():
+        results = json.loads(verdicts.read_text(encoding="utf-8"))
+        report = json.loads((out / f"{NAME}.json").read_text(encoding="utf-8"))
+    elif verdicts.is_file():  # the batch grader's stand-in report for a grader failure on this submission
+        results = json.loads(verdicts.read_text(encoding="utf-8"))
+        results["score"] = 0.0
+        results["output"] = "GRADER ERROR, not a grade and not your fault: the grader failed on this " \
+                            "submission; it will be regraded.\n" + results.get("output", "")
+        report = None
+    else:
+        results, report = grader_error("the autograder's self-test (the reference, graded in the same "
+                                       "sandbox) failed, so nothing was graded.", sandbox_line), None
     extra = [f"note: {n}" for n in notes]
     if missing_defences:
         extra.append("UNOFFICIAL: graded in a degraded sandbox, as the instructor allowed")

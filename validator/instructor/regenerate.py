@@ -6,6 +6,12 @@ questions, unanswered), ``challenges/<id>.md`` (one page per challenge) and
 is written only when its content changes and fixtures are re-recorded only
 when what they depend on changed, so a second run changes nothing.
 ``--check`` writes nothing and fails when anything is stale (for CI).
+
+Each challenge recorded because it is new (no fixture yet) or named with ``--challenge``
+also has its broken implementations in the mutant library
+(``tests/implementations/<id>/broken/``) graded once: one that fails more than one check
+is a warning (one bug, one check), with the checks' titles, so that a check whose title
+names another cause is seen before a student reads it.
 """
 
 from __future__ import annotations
@@ -79,6 +85,54 @@ def plan(catalogue: dict[str, Challenge], *, reference_file: Path, challenges_di
     return out
 
 
+def library_files(implementations_dir: Path, challenge_id: str) -> list[Path]:
+    """The broken implementations of the mutant library for a challenge: files, or folders with a layers.py."""
+    folder = Path(implementations_dir) / challenge_id / "broken"
+    files = list(folder.glob("*.py")) + [d / "layers.py" for d in folder.glob("*") if (d / "layers.py").is_file()]
+    return sorted(files)
+
+
+def library_spread(challenge: Challenge, *, catalogue: dict[str, Challenge], reference_dir: Path,
+                   implementations_dir: Path) -> list[str]:
+    """Warnings for each broken implementation of ``challenge`` that fails more than one check."""
+    from validator.api import grade
+    from validator.reference_side import RECORD_SEEDS
+
+    titles = {c.id: c.title for c in challenge.checks}
+    out = []
+    for path in library_files(implementations_dir, challenge.id):
+        result = grade(path, challenges=[challenge.id], seed=RECORD_SEEDS[0], profile="quick", catalogue=catalogue,
+                       reference_dir=reference_dir, reference_mode="live").challenges[0]
+        lost = [c.id for c in result.checks if c.kind != "question" and c.status in ("failed", "error")]
+        if result.problem:
+            out.append(f"{_rel(path)} does not load ({result.problem.splitlines()[0]}): every check fails")
+        elif len(lost) > 1:
+            declared = _may_fail(path)
+            undeclared = [c for c in lost if declared is not None and c not in declared]
+            out.append(f"{_rel(path)} fails {len(lost)} checks: "
+                       + "; ".join(f"{c} ({titles[c]})" if titles.get(c) else c for c in lost)
+                       + " -- one bug, one check: does each title name this bug?"
+                       + (f" (not in its MAY_FAIL: {', '.join(undeclared)})" if undeclared else ""))
+    return out
+
+
+def _may_fail(path: Path) -> list[str] | None:
+    """The checks a library file declares it may fail (``MAY_FAIL = [...]``), read without importing it."""
+    import ast
+
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "MAY_FAIL" for t in node.targets):
+            try:
+                return [str(c) for c in ast.literal_eval(node.value)]
+            except ValueError:
+                return None
+    return None
+
+
 def _rel(path: Path) -> str:
     try:
         return str(path.resolve().relative_to(paths.PROJECT_ROOT))
@@ -89,8 +143,11 @@ def _rel(path: Path) -> str:
 def regenerate(*, check: bool = False, challenges: Sequence[str] | None = None, force: bool = False,
                self_check: bool = True, challenges_dir: str | Path | None = None,
                reference_dir: str | Path | None = None, student_dir: str | Path | None = None,
-               out=None, strength: bool = False) -> int:
-    """Rebuild (or with ``check``, verify) the derived files and self-check; returns an exit status."""
+               out=None, strength: bool = False, implementations_dir: str | Path | None = None) -> int:
+    """Rebuild (or with ``check``, verify) the derived files and self-check; returns an exit status.
+
+    ``implementations_dir`` is the mutant library (default ``tests/implementations``); see the module's
+    docstring for when its broken implementations are graded."""
     say = (lambda msg: print(msg, file=out or sys.stdout, flush=True))
     started = time.perf_counter()
     challenges_dir = Path(challenges_dir) if challenges_dir else paths.challenges_dir()
@@ -166,6 +223,16 @@ def regenerate(*, check: bool = False, challenges: Sequence[str] | None = None, 
                 path.write_bytes(blob)
             say(f"recorded {_rel(path)} ({why}): {len(fixture.results)} reference results, "
                 f"{len(blob) / 1024:.0f} KiB, {time.perf_counter() - t0:.1f} s")
+        library = Path(implementations_dir) if implementations_dir else paths.PROJECT_ROOT / "tests" / "implementations"
+        for cid, why in to_record.items():
+            if (challenges or why == "missing") and not lost_live(problems, cid) and library_files(library, cid):
+                t0 = time.perf_counter()
+                found = library_spread(catalogue[cid], catalogue=catalogue, reference_dir=reference_dir,
+                                       implementations_dir=library)
+                for msg in found:
+                    say(f"warning: {msg}")
+                say(f"mutant library {cid}: {len(library_files(library, cid))} broken implementation(s) graded, "
+                    f"{len(found)} warning(s) ({time.perf_counter() - t0:.1f} s)")
     if not stale_texts and not to_record and not todo.orphans:
         say("everything derived from the reference and the specs is up to date")
     if strength and not problems:
@@ -201,6 +268,11 @@ def regenerate(*, check: bool = False, challenges: Sequence[str] | None = None, 
     say(f"{'check' if check else 'regenerate'} finished in {time.perf_counter() - started:.1f} s: "
         + ("ok" if not problems else f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"))
     return EXIT_OK if not problems else EXIT_PROBLEMS
+
+
+def lost_live(problems: list[str], challenge_id: str) -> bool:
+    """Whether the reference lost points on this challenge (its library's verdicts would mean nothing)."""
+    return any(p.startswith(f"{challenge_id}: ") for p in problems)
 
 
 def main(*, check: bool = False, challenges: Sequence[str] | None = None, force: bool = False,

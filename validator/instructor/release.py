@@ -6,7 +6,9 @@ away: no reference source, no answer key, no instructor tools. It is scanned
 for leaks before the command reports success. The autograder bundle holds
 everything needed to grade a submission, with a Gradescope ``setup.sh`` /
 ``run_autograder`` pair and a GitHub Actions workflow, which grade through the
-batch grader's sandbox (see :mod:`validator.instructor.gradescope`).
+batch grader's sandbox (see :mod:`validator.instructor.gradescope`), a README
+for whoever deploys it, and beside it the zip to upload to Gradescope; with
+``--challenge`` it carries and grades an assignment's challenges only.
 """
 
 from __future__ import annotations
@@ -200,44 +202,66 @@ def _copy_challenges(src: Path, dest: Path, catalogue: Iterable[str]) -> None:
 
 
 def _pinned_pyproject(text: str) -> str:
-    """Pin hypothesis to the version that recorded the fixtures: its search must replay exactly."""
-    return re.sub(r'"hypothesis[^"]*"', f'"hypothesis=={versions()["hypothesis"]}"', text)
+    """The project's pyproject.toml for a handout: hypothesis pinned to the version that recorded the
+    fixtures (its search must replay exactly), and without the project's own pytest settings (its
+    testpaths and markers are the repository's tests, which a handout does not hold)."""
+    text = re.sub(r'"hypothesis[^"]*"', f'"hypothesis=={versions()["hypothesis"]}"', text)
+    return re.sub(r"(?ms)^\[tool\.pytest\.ini_options\]\n.*?(?=^\[|\Z)", "", text)
 
 
 HANDOUT_README = """# {title}
 
-Your handout for the embedding challenges.
+Your handout: {count} challenges, each a layer of a transformer language model
+that you write by hand in `student/layers.py`.
+
+{challenges}
 
 1. Read a challenge's page, `challenges/<id>.md`, and the docstrings in
    `student/layers.py`.
 2. Implement it in `student/layers.py`.
 3. Grade it: `validator submit-build --challenge <id>` (or all challenges with
-   `validator submit-build`).
-4. Answer the questions in `student/answers.yaml`.
+   `validator submit-build`), or as test items: `python -m pytest --validator`
+   (`--validator-challenge <id>`, `-k`, `-x` and `-n` work as usual).
+4. Answer the questions in `student/answers.yaml` (or at the prompt, when you run
+   `submit-build` at a terminal: your answers are saved there, comments kept).
 
 Set up once (a CPU build of torch is enough):
 
 ```bash
 python3 -m venv .venv && . .venv/bin/activate
 pip install torch=={torch} --index-url https://download.pytorch.org/whl/cpu
-pip install -e .
+pip install -e '.[pytest]'
 ```
 
-There is no reference implementation in this handout. `submit-build` grades
-your code against reference results recorded for seeds {seeds}: it picks
-one of them (or pass `--seed`), and every failure tells you the command that
-replays it. Checks that need the reference itself (timing) are reported as
-skipped, "deferred to official grading"; your answers are recorded here and
-graded when you submit. `hypothesis` is pinned to {hypothesis} because the
-recorded cases depend on its search.
+Run `python -m pytest`, not a `pytest` found elsewhere on your PATH: the plugin is
+installed in this environment only.
+
+There is no reference implementation in this handout. `submit-build` and the
+pytest plugin grade your code against reference results recorded for seeds
+{seeds}: they pick one of them (or pass `--seed`, `--validator-seed`), and every
+failure tells you the command that replays it, here. Checks that need the
+reference itself (timing) are reported as skipped, "deferred to official
+grading"; your answers are recorded here and graded when you submit.
+
+Official grading (Gradescope, or your course's grader) grades with seed
+{official_seed} and profile `batch`; each failure in its feedback comes with a line
+such as `validator submit-build --challenge <id> --check <check> --seed {official_seed}
+--profile batch`: run it in this folder, with your code in `student/layers.py`, to
+replay exactly the inputs that failed. `hypothesis` is pinned to {hypothesis}
+because the recorded cases depend on its search.
 """
+
+
+def challenge_list(catalogue: dict) -> str:
+    """The challenges as a Markdown list: id and title, in catalogue order."""
+    return "\n".join(f"- `{cid}`: {ch.title}" for cid, ch in catalogue.items())
 
 
 def handout(out: Path, *, force: bool = False, challenges_dir: Path | None = None,
             reference_dir: Path | None = None, student_dir: Path | None = None) -> tuple[list[str], list[str]]:
     """Build a student handout in ``out``; returns its top-level entries and the solution lines that
     the specs quote on purpose (hints), which the leak search lets through."""
-    from validator.reference_side import RECORD_SEEDS
+    from validator.reference_side import OFFICIAL_SEED, RECORD_SEEDS
     from validator.instructor.regenerate import plan
 
     root = paths.PROJECT_ROOT
@@ -269,7 +293,8 @@ def handout(out: Path, *, force: bool = False, challenges_dir: Path | None = Non
     v = versions()
     (out / "README.md").write_text(HANDOUT_README.format(
         title="LLM layers from scratch: student handout", torch=v["torch"], hypothesis=v["hypothesis"],
-        seeds=", ".join(map(str, RECORD_SEEDS))), encoding="utf-8")
+        seeds=", ".join(map(str, RECORD_SEEDS)), official_seed=OFFICIAL_SEED, count=len(catalogue),
+        challenges=challenge_list(catalogue)), encoding="utf-8")
     (out / ".gitignore").write_text("__pycache__/\n*.pyc\n.hypothesis/\n.venv/\n*.egg-info/\n", encoding="utf-8")
     given = handed_out_text(student_dir, challenges_dir, catalogue)
     leaks = find_leaks(out, secrets(reference_dir / "layers.py", reference_dir / "answer_key.yaml", given))
@@ -281,10 +306,12 @@ def handout(out: Path, *, force: bool = False, challenges_dir: Path | None = Non
 
 
 SETUP_SH = """#!/usr/bin/env bash
-# Gradescope: install the grader's dependencies (runs once, when the image is built). The grader itself is
-# not installed: run_autograder runs it from the bundle's folder, where it finds its challenges and reference.
+# Gradescope: install the grader's dependencies (runs once, as root, when the image is built). The grader
+# itself is not installed: run_autograder runs it from the bundle's folder, where it finds its challenges
+# and reference. Needs Python 3.10 or newer as python3 (Gradescope's Ubuntu 22.04 image has 3.10).
 set -euo pipefail
 PY=${{PYTHON:-python3}}
+if ! $PY -m pip --version >/dev/null 2>&1; then apt-get update && apt-get install -y python3-pip; fi
 $PY -m pip install --upgrade pip
 $PY -m pip install "torch=={torch}" --index-url https://download.pytorch.org/whl/cpu
 $PY -m pip install {requirements}
@@ -390,51 +417,214 @@ def setup_requirements(project_root: Path) -> str:
     return " ".join(shlex.quote(d) for d in pinned)
 
 
-def build_autograder(out: Path, *, force: bool = False, challenges_dir: Path | None = None,
-                     reference_dir: Path | None = None, allow_degraded: bool = False) -> list[str]:
-    """Build the grading bundle in ``out``; returns its top-level entries.
+BUNDLE_README = """# Autograder bundle: {what}
 
+Built by `validator release --autograder` with torch {torch} and hypothesis {hypothesis}.
+It grades {graded} ({checks} checks and {questions} questions, {points:g} points):
+
+{challenges}
+
+## Gradescope
+
+1. Upload `{zip_name}` (written beside this folder by `validator release`) as the
+   assignment's autograder: *Configure Autograder*, *Zip file upload*. To zip it by hand,
+   zip this folder's **contents**, so that `setup.sh` and `run_autograder` are at the
+   zip's root (Gradescope finds nothing in a zip holding the folder itself):
+   `cd {folder} && zip -r ../{zip_name} . -x '.github/*' 'submission/*'`
+2. Base image: Ubuntu 22.04 (Gradescope's default; any image with Python 3.10 or newer as
+   `python3` works). `setup.sh` runs once, as root, when Gradescope builds the image: it
+   installs pip if missing, the CPU build of torch {torch} (from download.pytorch.org)
+   and the grader's dependencies, with hypothesis pinned to {hypothesis}. The grader
+   itself is not installed: `run_autograder` runs it from this folder.
+3. Students upload `layers.py` and `answers.yaml` (their handout's `student/` folder;
+   a zip or a folder holding them is found too, at any depth).
+4. Check the bundle before students do: Gradescope's *Test Autograder* with the
+   reference's `layers.py` and answers must give full marks; so must, here,
+   `AUTOGRADER_ROOT=/tmp/ag bash run_autograder` as root with `/tmp/ag/submission/layers.py`.
+
+`run_autograder` grades `/autograder/submission` as `validator grade` does: first the
+canary (the reference with the answer key's answers, in the same sandbox: if it loses a
+point, nothing is graded and every student gets a grader error instead of a wrong grade),
+then the submission's regular files, copied, in a worker that runs as an unprivileged
+user in its own namespaces, with limits on time ({timeout} s), memory ({memory} MB) and
+processes. Gradescope runs it as root, which the sandbox needs.
+
+## What students see
+
+A score per check and per question, named `<challenge> / <check>`. Each check that
+lost points says what was expected, what came back and on which input, and ends with a
+reproduce line, e.g. `validator submit-build --challenge {example} --check <check>
+--seed {seed} --profile batch`: run in their handout, it replays the same inputs against
+the reference results the handout recorded (seeds {seeds}, profiles {profiles}), so it
+fails there the same way. A check that times the reference says that it replays only
+where the reference is. A question shows the right answer and why, once answered. The
+top of the page lists each challenge's score, notes (files left out of the submission,
+a degraded sandbox) and the seed. Nothing of the reference or the answer key is shown.
+
+## Files
+
+- `autograder.yaml`: the bundle's settings.
+  - `challenges`: the challenges graded, and the canary's ({graded_yaml}); written by
+    `validator release --challenge ID...`. The specs of challenges they extend are
+    carried too, and not graded.
+  - `allow_degraded`: `true` grades even where the sandbox is incomplete (no root, no
+    namespaces), marking results unofficial; `false` (the default) refuses to give a
+    score there. `VALIDATOR_ALLOW_DEGRADED=1` in the environment does the same.
+- Variables `run_autograder` reads: `PYTHON` (default `python3`), `VALIDATOR_PROFILE`
+  (default `batch`), `AUTOGRADER_TIMEOUT` (seconds, default {timeout}), `AUTOGRADER_MEMORY`
+  (MB, default {memory}), `AUTOGRADER_ROOT` (default `/autograder`).
+- What a run leaves in `results/`: `results.json` (what Gradescope reads), `report.txt`
+  (the same as text), `report.json` (the full report), `grader.log` (the grader's log)
+  and `graded/`: the files that were graded (`submissions/`) and the batch grader's
+  outputs (`gradebook/`, with an HTML report).
+- `challenges/`, `reference/` (the whole reference and the answer key), `validator/`:
+  the grader.
+
+## GitHub Actions
+
+Push this folder as a repository of its own: `.github/workflows/grade.yml` grades
+`submission/` on every push that changes it (put a student's `layers.py` and
+`answers.yaml` there), or a student's repository by hand (*Actions*, *grade*, *Run
+workflow*, with the repository and branch). The job installs with `setup.sh`, grades
+with `grade_github.sh` (`run_autograder` as root, through `sudo`), writes the grade to
+the job summary and uploads `results/` as the `grade-report` artifact.
+"""
+
+
+def bundle_readme(catalogue: dict, graded: list[str], *, folder: str, zip_name: str) -> str:
+    from validator.reference_side import OFFICIAL_SEED, RECORD_PROFILES, RECORD_SEEDS
+
+    chosen = [catalogue[c] for c in graded]
+    v = versions()
+    whole = len(graded) == len(catalogue)
+    return BUNDLE_README.format(
+        what="the whole catalogue" if whole else ", ".join(graded), torch=v["torch"], hypothesis=v["hypothesis"],
+        graded=f"{len(graded)} challenge{'s' if len(graded) != 1 else ''}",
+        checks=sum(len(ch.checks) for ch in chosen), questions=sum(len(ch.questions) for ch in chosen),
+        points=sum(c.points for ch in chosen for c in ch.checks) + sum(q.points for ch in chosen for q in ch.questions),
+        challenges=challenge_list({c: catalogue[c] for c in graded}), zip_name=zip_name, folder=folder,
+        example=graded[0], seed=OFFICIAL_SEED, seeds=", ".join(map(str, RECORD_SEEDS)),
+        profiles=", ".join(RECORD_PROFILES), timeout=300, memory=2048,
+        graded_yaml="all of the catalogue" if whole else ", ".join(graded))
+
+
+def _with_bases(catalogue: dict, chosen: list[str]) -> list[str]:
+    """``chosen`` and every spec they extend, in catalogue order (a variant's spec needs its base's)."""
+    need: set[str] = set()
+    todo = list(chosen)
+    while todo:
+        cid = todo.pop()
+        if cid in need:
+            continue
+        need.add(cid)
+        base = getattr(catalogue[cid], "extends", None)
+        if base:
+            todo.append(base)
+    return [c for c in catalogue if c in need]
+
+
+def bundle_zip(bundle: Path) -> Path:
+    """Where `release` writes the bundle's Gradescope zip: beside the folder, named after it."""
+    bundle = Path(bundle).resolve()
+    return bundle.with_name(bundle.name + ".zip")
+
+
+def write_zip(bundle: Path, archive: Path) -> Path:
+    """The Gradescope upload: the bundle's contents at the zip's root (setup.sh, run_autograder, ...),
+    without what only GitHub uses (.github/, submission/). Executable bits are kept."""
+    import zipfile
+
+    skip = {".github", "submission"}
+    tmp = archive.with_name(f".{archive.name}.tmp")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(bundle.rglob("*")):
+            rel = path.relative_to(bundle)
+            if rel.parts[0] in skip or not path.is_file():
+                continue
+            zf.write(path, rel.as_posix())
+    tmp.replace(archive)
+    return archive
+
+
+def build_autograder(out: Path, *, force: bool = False, challenges_dir: Path | None = None,
+                     reference_dir: Path | None = None, allow_degraded: bool = False,
+                     challenges: list[str] | None = None, zip_path: Path | None = None) -> list[str]:
+    """Build the grading bundle in ``out`` and its Gradescope zip; returns the bundle's top-level entries.
+
+    ``challenges`` (an assignment's subset; default: the whole catalogue) are the challenges the bundle
+    carries and grades, canary included; the specs they extend are carried too, and not graded.
     ``allow_degraded`` writes ``allow_degraded: true`` to ``autograder.yaml``: the bundle then grades
     (unofficially, and says so) where the machine cannot give the full sandbox, instead of refusing.
+    ``zip_path`` (default: ``out`` with ``.zip`` added, beside it) receives the upload for Gradescope.
     """
+    from validator.api import UsageError, select_challenges
+
     root = paths.PROJECT_ROOT
     challenges_dir = challenges_dir or paths.challenges_dir()
     reference_dir = reference_dir or paths.reference_dir()
     catalogue = load_catalogue(challenges_dir)
+    try:
+        graded = [c.id for c in select_challenges(catalogue, list(dict.fromkeys(challenges or [])) or None)]
+    except UsageError as exc:
+        raise ReleaseError(str(exc)) from None
+    carried = _with_bases(catalogue, graded)
     if not (reference_dir / "layers.py").exists():
         raise ReleaseError(f"no reference at {reference_dir / 'layers.py'}: the bundle needs it")
+    out = Path(out)
+    zip_path = Path(zip_path) if zip_path else bundle_zip(out)
+    if zip_path.exists() and not force:
+        raise ReleaseError(f"{zip_path} exists (pass --force to replace it)")
     _fresh_dir(out, force)
     shutil.copytree(root / "validator", out / "validator", ignore=IGNORED)
     (out / "reference").mkdir()
     for path in reference_dir.iterdir():
-        if path.is_file() and path.suffix in (".py", ".yaml", ".yml"):
+        if path.is_file() and path.suffix in (".py", ".yaml", ".yml") and path.name != "answer_key.yaml":
             shutil.copy2(path, out / "reference" / path.name)
-    _copy_challenges(challenges_dir, out / "challenges", catalogue)
-    for name in ("pyproject.toml", "README.md"):
-        if (root / name).exists():
-            shutil.copy2(root / name, out / name)
+    key_file = reference_dir / "answer_key.yaml"
+    if key_file.is_file():
+        if len(graded) == len(catalogue):
+            shutil.copy2(key_file, out / "reference" / key_file.name)
+        else:  # the graded challenges' answers only: the canary answers what is graded
+            key = yaml.safe_load(key_file.read_text(encoding="utf-8")) or {}
+            (out / "reference" / key_file.name).write_text(
+                yaml.safe_dump({c: key[c] for c in graded if c in key}, sort_keys=False, allow_unicode=True),
+                encoding="utf-8")
+    _copy_challenges(challenges_dir, out / "challenges", carried)
+    if (root / "pyproject.toml").exists():
+        shutil.copy2(root / "pyproject.toml", out / "pyproject.toml")
+    (out / "README.md").write_text(bundle_readme(catalogue, graded, folder=out.name, zip_name=zip_path.name),
+                                   encoding="utf-8")
     v = versions()
     for name, text in (("setup.sh", SETUP_SH.format(torch=v["torch"], requirements=setup_requirements(root))),
                        ("run_autograder", RUN_AUTOGRADER),
                        ("grade_github.sh", GRADE_GITHUB)):
         (out / name).write_text(text, encoding="utf-8")
         (out / name).chmod(0o755)
-    (out / "autograder.yaml").write_text(
-        "# true: grade even where the sandbox is incomplete (no root, no namespaces); the results say so\n"
-        f"allow_degraded: {'true' if allow_degraded else 'false'}\n", encoding="utf-8")
+    settings = ("# The challenges graded (the canary too); the specs they extend are carried, not graded.\n"
+                + ("challenges: all\n" if len(graded) == len(catalogue)
+                   else "challenges:\n" + "".join(f"  - {c}\n" for c in graded))
+                + "# true: grade even where the sandbox is incomplete (no root, no namespaces); the results say so\n"
+                f"allow_degraded: {'true' if allow_degraded else 'false'}\n")
+    (out / "autograder.yaml").write_text(settings, encoding="utf-8")
     (out / ".github" / "workflows").mkdir(parents=True)
     (out / ".github" / "workflows" / "grade.yml").write_text(WORKFLOW, encoding="utf-8")
     (out / "submission").mkdir()
     (out / "submission" / "README.md").write_text(
         "Put a student's `layers.py` (and `answers.yaml`) here and push to grade it.\n", encoding="utf-8")
+    write_zip(out, zip_path)
     return sorted(p.name for p in out.iterdir())
 
 
 def main(*, out: str | None = None, autograder: str | None = None, force: bool = False,
-         allow_degraded: bool = False) -> int:
-    """Entry for the CLI: ``--out DIR`` builds the handout, ``--autograder DIR`` the bundle (or both)."""
+         allow_degraded: bool = False, challenges: list[str] | None = None) -> int:
+    """Entry for the CLI: ``--out DIR`` builds the handout, ``--autograder DIR`` the bundle (or both);
+    ``challenges`` selects the bundle's challenges (a handout holds the whole catalogue)."""
     if not out and not autograder:
         print("error: pass --out DIR (student handout) and/or --autograder DIR (grading bundle)", file=sys.stderr)
+        return EXIT_USAGE
+    if challenges and not autograder:
+        print("error: --challenge selects the challenges of the grading bundle (--autograder DIR); a handout holds "
+              "the whole catalogue", file=sys.stderr)
         return EXIT_USAGE
     try:
         if out:
@@ -443,8 +633,12 @@ def main(*, out: str | None = None, autograder: str | None = None, force: bool =
             for line in quoted:
                 print(f"  note: a spec quotes the solution line {line!r} (a hint, so it is handed out)")
         if autograder:
-            written = build_autograder(Path(autograder), force=force, allow_degraded=allow_degraded)
+            bundle = Path(autograder)
+            written = build_autograder(bundle, force=force, allow_degraded=allow_degraded, challenges=challenges)
+            zip_path = bundle_zip(bundle)
             print(f"autograder bundle written to {autograder}: {', '.join(written)}")
+            print(f"  upload to Gradescope: {zip_path} (the bundle's contents at the zip's root; see "
+                  f"{bundle / 'README.md'})")
     except (ReleaseError, SpecError, stubgen.StubError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_PROBLEMS

@@ -178,6 +178,35 @@ def input_family(mutant: Mutant, challenge) -> list[str]:
     return needs
 
 
+def spread_warnings(challenge, results: Sequence[MutantResult], *, most: float = 0.5) -> list[str]:
+    """With --all-checks: the mutants that fail more than one check, grouped by the checks they fail.
+
+    One bug, one check: where a single bug costs several checks, a student reads several verdicts for one
+    mistake, and a title that names another cause misleads them (a check may need to `require` another,
+    or its inputs to avoid the bug another check owns). A mutant that fails more than ``most`` of the
+    graded checks breaks the layer's output everywhere: the blast radius says that, not a warning.
+    """
+    titles = {c.id: c.title for c in challenge.checks}
+    graded = [c for c in challenge.checks if not c.advisory and c.points > 0]
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for r in results:
+        if r.status == "caught" and 1 < len(r.caught_by) <= max(2, most * len(graded)):
+            groups.setdefault(tuple(r.caught_by), []).append(r.id)
+    out = []
+    for checks, ids in groups.items():
+        who = (f"{ids[0]} fails" if len(ids) == 1 else
+               f"{len(ids)} mutants ({', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''}) each fail")
+        out.append(f"{who} {len(checks)} checks: "
+                   + "; ".join(f"{c} ({_short(titles[c])})" if titles.get(c) else c for c in checks)
+                   + " -- one bug, one check: does each title name this bug?")
+    return out
+
+
+def _short(text: str, limit: int = 70) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+
+
 def _caught_by(report: dict, challenge_id: str) -> tuple[list[str], str]:
     """The code checks that lost points, and the first one's message."""
     for ch in report.get("challenges", []):
@@ -341,6 +370,7 @@ def strength(*, challenges: Sequence[str] | None = None, jobs: int | None = None
                                 for mark in unmatched_marks(ch, [m.id for m in mutants])]
         graded_checks = [c.id for c in ch.checks if not c.advisory and c.points > 0]
         if all_checks:
+            result.warnings += spread_warnings(ch, result.results)
             result.dead_weight = [c for c in graded_checks if not result.catches.get(c)]
             if result.caught:
                 result.blast_radius = [c for c in graded_checks

@@ -20,7 +20,7 @@ from typing import Mapping
 BEGIN, END = "BEGIN SOLUTION", "END SOLUTION"
 MAX_LINE = 79
 
-STUDENT_HEADER = '''"""Your implementations of the embedding challenges.
+STUDENT_HEADER = '''"""Your implementations of the LLM-layer challenges.
 
 Replace each `raise NotImplementedError` with your code. Keep the names,
 signatures and parameter names: the grader imports this file and calls them

@@ -33,7 +33,7 @@ def reproduce_run(*, seed: int, profile: str, student: str | None, challenges: l
 def render_header(console: Console, *, seed: int, profile: str, student: str, challenges: list[str],
                   device: str | None = None, student_arg: str | None = None, checks: list[str] | None = None,
                   map_arg: str | None = None) -> None:
-    console.print(f"[bold]submit-build[/] · student {escape(student)} · profile {profile} · seed {seed}"
+    console.print(f"[bold]submit-build[/] · student {escape(student)} · profile {escape(profile)} · seed {seed}"
                   + (f" · your layers on {escape(device)}" if device else ""), soft_wrap=True)
     command = reproduce_run(seed=seed, profile=profile, student=student_arg or student, challenges=challenges,
                             device=device, checks=checks, map_arg=map_arg)
@@ -56,14 +56,14 @@ def render_answer_formats(console: Console, formats: dict[str, list[tuple[str, s
 
 
 def render_challenge(console: Console, result: ChallengeResult) -> None:
-    table = Table(title=f"{result.id}: {escape(result.title)}  [{_points(result.score, result.max_score)}]",
+    table = Table(title=f"{escape(result.id)}: {escape(result.title)}  [{_points(result.score, result.max_score)}]",
                   title_justify="left", show_lines=False, expand=False)
     table.add_column("", no_wrap=True)
     table.add_column("check")
     table.add_column("kind")
     table.add_column("points", justify="right")
     for c in result.checks:
-        table.add_row(ICONS.get(c.status, c.status), escape(c.id), c.kind, _points(c.score, c.max_score))
+        table.add_row(ICONS.get(c.status, escape(c.status)), escape(c.id), escape(c.kind), _points(c.score, c.max_score))
     console.print(table)
     for entry, where in result.implementations.items():
         console.print(f"graded in place: {escape(entry)} is {escape(where)}")
@@ -78,12 +78,13 @@ def _details(console: Console, c: CheckResult) -> None:
         return
     if c.status == "skipped":
         if c.message:  # a skip always says why
-            console.print(f"\n{ICONS['skipped']} [bold]{escape(c.id)}[/] ({c.kind}): {escape(c.message)}", soft_wrap=True)
+            console.print(f"\n{ICONS['skipped']} [bold]{escape(c.id)}[/] ({escape(c.kind)}): {escape(c.message)}",
+                          soft_wrap=True)
         return
     if c.status == "passed" and not (c.kind == "question" and c.explanation):
         return
-    head = ICONS.get(c.status, c.status)
-    console.print(f"\n{head} [bold]{escape(c.id)}[/] ({c.kind}) — {escape(c.title)}")
+    head = ICONS.get(c.status, escape(c.status))
+    console.print(f"\n{head} [bold]{escape(c.id)}[/] ({escape(c.kind)}) — {escape(c.title)}")
     if c.message:
         for line in c.message.splitlines():
             console.print(f"    {escape(line)}")
@@ -153,7 +154,7 @@ def verdict(report: Report, parts: dict[str, float] | None = None) -> tuple[str,
 def render_summary(console: Console, report: Report) -> None:
     console.print()
     for ch in report.challenges:
-        console.print(f"  {escape(ch.id):32} {_points(ch.score, ch.max_score):>10}   {check_counts(ch)}")
+        console.print(f"  {escape(ch.id):32} {_points(ch.score, ch.max_score):>10}   {escape(check_counts(ch))}")
     parts = breakdown(report)
     tone, words = verdict(report, parts)
     colour = {"good": "green", "partial": "yellow", "short": "red"}[tone]

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from validator.worker.main import PROFILER_NOISE  # torch profiler lines in a worker's log: nobody's output
 from validator.worker.protocol import (HEADER_CAP_BYTES, MAX_HEADER_DEPTH, REPLY_CAP_BYTES, ChannelClosed,
                                        ChannelTimeout, ProtocolError, Reader, write_message)
 
@@ -42,8 +43,6 @@ class WorkerFailure(Exception):
         self.reason = reason  # "timeout" | "crash" | "protocol" | "device"
 
 
-# Lines torch's profiler writes to stderr on its own; never shown as the student's output.
-PROFILER_NOISE = ("USDT:",)
 # After an entry's first time-out, later calls to it get this long (then none, after a second one).
 REPROBE_S = 3.0
 
@@ -303,16 +302,7 @@ def _warm_before_fork() -> None:
     if not _WARM:
         from validator.worker.main import _prepare_template
 
-        sys.stderr.flush()
-        saved = os.dup(2)
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, 2)  # torch's profiler announces its first start on fd 2: not for the student's terminal
-        try:
-            _prepare_template()
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            os.close(null)
+        _prepare_template()  # torch's profiler notices on fd 2 are dropped there
         _WARM = True
         freeze_if_short_lived()
 

@@ -261,8 +261,35 @@ def _device_broken(obj) -> bool:
     return found
 
 
+# Lines torch's profiler writes to fd 2 on its own (its first start and stop): nobody's output.
+PROFILER_NOISE = ("USDT:",)
+
+
 def _prepare_template() -> None:
-    """Import everything a worker needs, so forked workers never read the grader's files again."""
+    """Import everything a worker needs, so forked workers never read the grader's files again.
+
+    What the warm-up writes to fd 2 is passed on, less torch's profiler notices (a batch's every slot
+    and every `submit-build` would print them once).
+    """
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as captured:
+        saved = os.dup(2)
+        os.dup2(captured.fileno(), 2)
+        try:
+            _warm()
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        captured.seek(0)
+        kept = [line for line in captured.read().decode("utf-8", "replace").splitlines(True)
+                if not line.startswith(PROFILER_NOISE)]
+    if kept:
+        sys.stderr.write("".join(kept))
+        sys.stderr.flush()
+
+
+def _warm() -> None:
     import torch  # noqa: F401
     import torch.nn.functional  # noqa: F401
     from torch.utils import _python_dispatch  # noqa: F401

@@ -110,7 +110,7 @@ def _decode(obj: Any, buffers: list[bytes]) -> Any:
     return obj
 
 
-def _decode_tensor(meta: dict, buffers: list[bytearray]) -> torch.Tensor:
+def _decode_tensor(meta: dict, buffers: list[bytes | bytearray]) -> torch.Tensor:
     dtype = dtype_from_name(meta.get("dtype", ""))
     shape = meta.get("shape")
     if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
@@ -132,6 +132,8 @@ def _decode_tensor(meta: dict, buffers: list[bytearray]) -> torch.Tensor:
                             f"needs {numel * itemsize} bytes, got {len(data)}")
     if numel == 0:
         return torch.empty(shape, dtype=dtype)
+    if not isinstance(data, bytearray):  # immutable bytes (a fixture file's): torch may only wrap writable memory
+        data = bytearray(data)
     return torch.frombuffer(data, dtype=dtype).reshape(shape)  # owns the bytes read: no copy
 
 

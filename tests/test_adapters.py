@@ -207,3 +207,32 @@ def test_each_bug_costs_its_own_challenge_and_only_where_it_reaches(bug, tmp_pat
     if owner != "transformer_block" and "transformer_block" in lost:  # a sublayer's bug is not the block's wiring
         block = verdicts(report)
         assert block["transformer_block/wiring"] == "passed" and block["transformer_block/wiring_gradient"] == "passed"
+
+
+# -- the deployment paths ------------------------------------------------------------------------------------
+@pytest.mark.thorough
+def test_batch_grading_and_the_gradescope_bundle_grade_a_repository_through_its_adapters(tmp_path):
+    """The whole repository uploaded to Gradescope (and graded by `validator grade` inside): its adapters are used,
+    as by submit-build, with the sandbox's limits and the canary; every graded check of linear passes."""
+    import json
+    import subprocess
+
+    from test_autograder import sandboxed
+    from test_release import clean_env, dependencies_only_python, gradescope_layout
+    from validator.instructor.release import build_autograder
+
+    if not sandboxed():
+        pytest.skip("the bundle refuses to grade without the full sandbox (root, namespaces, setuid)")
+    bundle = tmp_path / "bundle"
+    build_autograder(bundle, challenges=["linear"])
+    ag = tmp_path / "autograder"
+    script = gradescope_layout(bundle.with_name("bundle.zip"), ag)
+    shutil.copytree(REPOS / "plain", ag / "submission" / "assignment1-basics")  # uploaded as a folder
+    done = subprocess.run(["bash", str(script)], env=clean_env(AUTOGRADER_ROOT=str(ag),
+                                                               PYTHON=str(dependencies_only_python(tmp_path))),
+                          capture_output=True, text=True, timeout=900, cwd=str(ag))
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads((ag / "results" / "results.json").read_text())
+    code = [t for t in results["tests"] if "question" not in t["name"]]
+    assert code and all(t["score"] == t["max_score"] for t in code), [t for t in code if t["score"] < t["max_score"]]
+    assert any("signature" in t["name"] and t["max_score"] == 0 for t in code), code

@@ -46,13 +46,22 @@ EXIT_OK, EXIT_GRADER = 0, 3
 
 # -- taking the submission in ---------------------------------------------------------------------------
 def find_submission(folder: Path) -> Path | None:
-    """The shallowest folder under ``folder`` holding a ``layers.py`` (links are not followed)."""
-    found: list[tuple[int, str]] = []
+    """The shallowest folder under ``folder`` holding a ``layers.py``, or the root of a student's repository
+    (CS336's ``tests/adapters.py``, or a ``[tool.validator]`` mapping: :func:`validator.package.is_package_root`),
+    a repository first at the same depth; links are not followed."""
+    from validator.package import is_package_root
+
+    found: list[tuple[int, int, str]] = []
     for current, dirs, names in os.walk(folder):  # os.walk does not descend into linked folders
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        if "layers.py" in names:
-            found.append((current.count(os.sep), current))
-    return Path(min(found)[1]) if found else None
+        depth = current.count(os.sep)
+        if found and depth > min(found)[0]:
+            continue
+        if is_package_root(Path(current)):
+            found.append((depth, 0, current))
+        elif "layers.py" in names:
+            found.append((depth, 1, current))
+    return Path(min(found)[2]) if found else None
 
 
 def _read_plain(path: Path, cap: int) -> bytes | None:
@@ -66,12 +75,17 @@ def _read_plain(path: Path, cap: int) -> bytes | None:
 
 
 def stage(source: Path, dest: Path) -> list[str]:
-    """Copy ``layers.py``, ``answers.yaml`` and a few helper modules from ``source`` into ``dest``.
+    """Copy ``layers.py``, ``answers.yaml`` and a few helper modules from ``source`` into ``dest``; or, for a
+    student's repository (:func:`find_submission`), the files its intake would read.
 
     Only regular files are copied, never through a link, so the grader never reads, on a
     student's behalf, a file the student chose (the answer key, another student's answers).
     Returns notes for the student about what was left out.
     """
+    from validator.package import is_package_root
+
+    if is_package_root(source):
+        return _stage_repository(source, dest)
     dest.mkdir(mode=0o700, parents=True)
     notes = []
     helpers = sorted(p.name for p in source.glob("*.py") if p.name != "layers.py")[:MAX_HELPERS]
@@ -85,6 +99,32 @@ def stage(source: Path, dest: Path) -> list[str]:
                          f"{MAX_FILE_BYTES >> 20} MiB; submit the file itself")
             continue
         (dest / name).write_bytes(data)
+    return notes
+
+
+MAX_REPOSITORY_BYTES = 64 << 20  # what is copied of a repository; the package intake's own caps apply after
+
+
+def _stage_repository(source: Path, dest: Path) -> list[str]:
+    """A repository's files as its intake sees them (:func:`validator.package.walk_package`: no links, no hidden,
+    environment, data or run-output folders), each a regular file of at most MAX_FILE_BYTES."""
+    from validator.package import walk_package
+
+    dest.mkdir(mode=0o700, parents=True)
+    notes, total, left = [], 0, []
+    for rel, path in walk_package(source):
+        data = _read_plain(path, MAX_FILE_BYTES)
+        if data is None or total + len(data) > MAX_REPOSITORY_BYTES:
+            left.append(rel)
+            continue
+        total += len(data)
+        target = dest / rel
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        target.write_bytes(data)
+    if left:
+        shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+        notes.append(f"not copied for grading (a link, not a regular file, over {MAX_FILE_BYTES >> 20} MiB, or past "
+                     f"{MAX_REPOSITORY_BYTES >> 20} MiB in all): {shown}")
     return notes
 
 
@@ -135,8 +175,9 @@ def grader_error(message: str, sandbox_line: str) -> dict[str, Any]:
 
 
 def missing() -> dict[str, Any]:
-    return {"score": 0.0, "output": "No layers.py in the submission: upload student/layers.py "
-                                    "(and student/answers.yaml).", "tests": [], "visibility": "visible"}
+    return {"score": 0.0, "output": "No layers.py and no repository in the submission: upload student/layers.py "
+                                    "(and student/answers.yaml), or your repository (with its tests/adapters.py).",
+            "tests": [], "visibility": "visible"}
 
 
 def summary(results: dict[str, Any]) -> str:

@@ -236,3 +236,22 @@ def test_batch_grading_and_the_gradescope_bundle_grade_a_repository_through_its_
     code = [t for t in results["tests"] if "question" not in t["name"]]
     assert code and all(t["score"] == t["max_score"] for t in code), [t for t in code if t["score"] < t["max_score"]]
     assert any("signature" in t["name"] and t["max_score"] == 0 for t in code), code
+
+
+@pytest.mark.thorough
+def test_the_pytest_plugin_grades_a_repository_through_its_adapters(tmp_path):
+    """pytest --validator in a CS336 repository with no pyproject.toml: items are collected under tests/adapters.py,
+    and the repository's own `tests` package, which pytest imports, does not shadow the staged one in the worker."""
+    import subprocess
+    import sys
+
+    from test_release import clean_env
+
+    root = tmp_path / "assignment1-basics"
+    shutil.copytree(REPOS / "plain", root)
+    (root / "pyproject.toml").unlink()
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--validator",
+                           "--validator-student", ".", "--validator-challenge", "softmax", "-k", "not question",
+                           "-q"], cwd=root, env=clean_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "passed" in done.stdout and "1 skipped" in done.stdout, done.stdout  # the signature: not graded

@@ -72,8 +72,25 @@ class StagedPackage:
         sys.path.insert(0, self.root.rstrip(os.sep))
         sys.path_hooks.insert(0, self._path_hook)
         self._forget_finders()
+        self._forget_shadowed()
         importlib.invalidate_caches()
         self._installed = True
+
+    def _forget_shadowed(self) -> None:
+        """Drop modules the grader's process had imported under a name of the package (``tests``: pytest imports
+        the student's own tests/__init__.py, or a project's) from a plain folder, so that the package's own wins,
+        as in a fresh interpreter. Installed modules (site-packages, the standard library) and the grader's own
+        stay: the staged root does not shadow what the worker already runs on."""
+        installed = tuple(p for p in sys.path if p.rstrip(os.sep).endswith(("site-packages", "dist-packages")))
+        installed += (os.path.dirname(os.__file__),)
+        for name, module in list(sys.modules.items()):
+            top = name.partition(".")[0]
+            if top not in self.own or top in ("validator", "reference") or self.is_own(module, name):
+                continue
+            file = getattr(module, "__file__", None) or ""
+            if file and not any(_under(os.path.abspath(file), os.path.join(os.path.abspath(p), ""))
+                                for p in installed):
+                del sys.modules[name]
 
     def uninstall(self) -> None:
         """Undo :meth:`install` and drop the package's modules (for tests that import in-process)."""

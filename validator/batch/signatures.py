@@ -167,7 +167,8 @@ class Pattern:
     def name(self) -> str:
         if not self.bugs:
             return f"unnamed pattern: loses {', '.join(self.lost)}"
-        names = list(dict.fromkeys(b.name for b in self.bugs))
+        best = [b for b in self.bugs if b.source == self.bugs[0].source]  # the library's names, when it has one
+        names = list(dict.fromkeys(b.name for b in best))
         prefix = "" if self.relation == "own" else \
             f"knock-on of a bug in {', '.join(dict.fromkeys(b.challenge for b in self.bugs))}: "
         if len(names) == 1:

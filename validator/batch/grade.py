@@ -306,6 +306,7 @@ def class_outputs(out: Path, rows: list[tuple[str, Report]], *, run: dict, chall
     from validator.batch import compare as compare_runs
     from validator.batch import dashboard, signatures as sigs, similarity
 
+    started = time.monotonic()
     options = run.get("class_options") or {}
     comparison = None
     if previous_run is not None:
@@ -336,7 +337,8 @@ def class_outputs(out: Path, rows: list[tuple[str, Report]], *, run: dict, chall
     dashboard.write(data, out, name="dashboard" + (f"-{label}" if label else ""))
     known = sum(p["relation"] != "unnamed" for p in data["patterns"])
     print(f"dashboard: {out / ('dashboard' + (f'-{label}' if label else '') + '.html')} ({len(data['patterns'])} "
-          f"failure pattern(s), {known} named; {len(ranked.flagged)} similar pair(s) flagged)", file=stream)
+          f"failure pattern(s), {known} named; {len(ranked.flagged)} similar pair(s) flagged; "
+          f"{time.monotonic() - started:.1f} s)", file=stream)
 
 
 def run_canary(pool: Pool, folder: Path, *, out: Path, progress: Progress, degraded: set[str]) -> str | None:

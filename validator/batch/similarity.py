@@ -111,6 +111,12 @@ def _inside(position: tuple[int, int], spans: list) -> bool:
 
 
 def _literal(text: str) -> str:
+    """A number by its value (``1e-5`` and ``0.00001`` alike), without compiling it where it is plain."""
+    for parse in (lambda t: int(t, 0), float):
+        try:
+            return repr(parse(text))
+        except ValueError:
+            pass
     try:
         return repr(ast.literal_eval(text))
     except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
@@ -118,11 +124,14 @@ def _literal(text: str) -> str:
 
 
 _FIELDS = re.compile(r"\{[^{}]*\}")
+_PLAIN = re.compile(r"""\A(?:'[^'\\\n]*'|"[^"\\\n]*")\Z""")
 _PREFIX = re.compile(r"(?i)^([rbuf]*)('{3}|\"{3}|'|\")")
 
 
 def _string_body(text: str) -> tuple[str, bool]:
     """A string token's content, whatever its quotes: its value, or an f-string's text between the quotes."""
+    if _PLAIN.match(text):
+        return text[1:-1], False  # a plain one-line literal: its value without compiling it
     match = _PREFIX.match(text)
     if match and "f" in match.group(1).lower():
         quote = match.group(2)

@@ -1,15 +1,19 @@
 """Throughput of `validator grade` on a generated batch: correct, broken and hostile submissions.
 
-Run: python benchmarks/bench_batch.py [--count 100] [--workers 2] [--timeout 30] [--keep DIR]
+Run: python benchmarks/bench_batch.py [--count 100] [--workers 2] [--timeout 30] [--mix bench|class] [--keep DIR]
 
 Every submission answers the whole catalogue. Correct ones are the reference
 itself; broken ones are the reference with one challenge's entry replaced by a
 mutant from tests/implementations/*/broken/; hostile ones are the reference
 with a red-team attack from tests/redteam/ appended (hangs, bombs, crashes,
-forgeries). The mix is fixed by a seed, so runs compare. Prints submissions
-per minute, where the time went, and the wall time per submission as a ratio to
-one correct submission graded alone (one worker) in the same run; the target on a 2-core machine is 100
-submissions in under 5 minutes.
+forgeries). The mix is fixed by a seed, so runs compare. ``--mix class`` grades a generated
+class instead (:func:`generate_class`: independent correct solutions, every library bug of a few
+challenges, renamed copies), as the course-view test does. Prints submissions per minute, where
+the time went (the canary, the class outputs: dashboard, similarity, audit), the machine's load
+average before and after (the machine may be shared: compare ratios within one run, not
+absolute times across runs), and the wall time per submission as a ratio to one correct
+submission graded alone (one worker) in the same run. Targets on a 2-core machine: 100
+submissions in under 5 minutes; 1,000 in under 10 (``--count 1000``; run it once, it is long).
 """
 
 from __future__ import annotations
@@ -150,10 +154,20 @@ def main() -> None:
     parser.add_argument("--profile", default="batch")
     parser.add_argument("--challenge", action="append", dest="challenges", help="default: the whole catalogue")
     parser.add_argument("--keep", metavar="DIR", help="generate and grade under DIR, and keep it")
+    parser.add_argument("--mix", choices=["bench", "class"], default="bench",
+                        help="bench: reference-based correct/broken/hostile; class: a generated class (see above)")
     args = parser.parse_args()
+    import os
+
+    load_before = os.getloadavg()
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-batch-"))
     subs, out = base / "submissions", base / "out"
-    kinds = generate(subs, args.count)
+    if args.mix == "class":
+        kinds = {name: k["kind"] for name, k in generate_class(
+            subs, args.count, challenges=args.challenges or ["rms_norm", "softmax", "rope"],
+            copies=max(1, args.count // 20)).items()}
+    else:
+        kinds = generate(subs, args.count)
     cmd = [sys.executable, "-m", "validator", "grade", str(subs), "--out", str(out), "--workers",
            str(args.workers), "--timeout", str(args.timeout), "--profile", args.profile]
     for c in args.challenges or []:
@@ -187,6 +201,14 @@ def main() -> None:
           f"(target: 100 in 300 s = 20/min)")
     print(f"baseline: one correct submission graded alone {baseline:6.1f} s; batch wall time per submission "
           f"{elapsed / args.count:5.2f} s ({elapsed / args.count / baseline:4.2f}x the baseline)")
+    import re
+
+    for label, pattern in (("canary", r"self-test: .*\(([\d.]+) s\)"), ("class outputs", r"dashboard: .*; ([\d.]+) s\)")):
+        found = re.search(pattern, proc.stderr)
+        if found:
+            print(f"  {label}: {float(found.group(1)):.1f} s")
+    print(f"projected: 1000 submissions at this rate in {elapsed / args.count * 1000:.0f} s (target 600 s); "
+          f"load average before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     for kind, times in sorted(per_kind.items()):
         print(f"  {kind:8s} {len(times):4d}  mean {sum(times) / len(times):5.1f} s  max {max(times):5.1f} s  "
               f"mean score {100 * sum(scores[kind]) / len(scores[kind]):5.1f}%")

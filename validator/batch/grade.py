@@ -153,7 +153,8 @@ def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequen
                  stream: TextIO | None = None, live: bool | None = None, canary: bool = True,
                  canary_dir: str | Path | None = None, compare: str | Path | None = None,
                  no_lowering: bool = False, boilerplate: Sequence[str | Path] | None = None,
-                 public_solutions: str | Path | None = None, signatures: str | Path | None = None) -> int:
+                 public_solutions: str | Path | None = None, signatures: str | Path | None = None,
+                 class_view: bool = True) -> int:
     """Grade every submission (of this shard) under ``submissions``; return the exit status.
 
     The canary (``canary_dir``, by default the reference and its key) is graded first on the same
@@ -162,7 +163,8 @@ def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequen
     against a previous output folder (``no_lowering``: the gradebook keeps each student's higher
     grade), the similarity of the submissions' code (``boilerplate`` files excluded besides the
     handout's stub, ``public_solutions`` compared too), failure patterns named by ``signatures``
-    (default ``challenges/signatures.json`` when present).
+    (default ``challenges/signatures.json`` when present). ``class_view=False`` (one submission graded
+    for itself, the autograder bundle) writes the gradebook and manifest only.
     """
     from validator.profiles import get_settings
     from validator.sandbox import Limits
@@ -179,6 +181,8 @@ def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequen
     catalogue = load_catalogue(paths.challenges_dir())
     selected = select_challenges(catalogue, challenges)
     subs = which.select(discover(submissions))
+    if (compare or no_lowering) and not class_view:
+        raise UsageError("--compare and --no-lowering are part of the class view")
     if no_lowering and not compare:
         raise UsageError("--no-lowering needs --compare PREVIOUS_OUT: the grades it must not lower")
     if compare is not None:
@@ -231,7 +235,8 @@ def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequen
             progress.log(f"grader failure on {printable(outcome.name)}:\n{outcome.error}")
         write_outputs(out, outcome.name, report)
         rows.append((outcome.name, report))
-        docs[outcome.name], digests[outcome.name] = submission_evidence(out, outcome.name, folders[outcome.name])
+        if class_view:
+            docs[outcome.name], digests[outcome.name] = submission_evidence(out, outcome.name, folders[outcome.name])
         progress.advance(outcome.name, f"{summary} in {outcome.seconds:.1f} s")
 
     pool = Pool(config, workers=workers, watchdog_s=2 * timeout + 300, on_ready=on_ready, keep=True)
@@ -261,16 +266,19 @@ def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequen
                 "challenges": [c.id for c in selected], "submissions": sorted(n for n, _ in rows),
                 "grader_failures": sorted(failures), "sandbox_degraded": sorted(degraded_seen),
                 "worker_uids": sorted(uids),
-                "fingerprints": run_fingerprints(selected, reference_dir=paths.reference_dir()),
+                "fingerprints": run_fingerprints(selected, reference_dir=paths.reference_dir()) if class_view else None,
                 "submission_digests": dict(sorted(digests.items())),
                 "class_options": {"compare": str(Path(compare).resolve()) if compare else None,
                                   "no_lowering": no_lowering,
                                   "boilerplate": [str(Path(b).resolve()) for b in boilerplate or ()],
                                   "public_solutions": str(Path(public_solutions).resolve()) if public_solutions else None,
                                   "signatures": str(Path(signatures).resolve()) if signatures else None}}
-    class_outputs(out, rows, run=manifest, challenges=selected, docs=docs, csv_name=csv_name,
-                  label="" if which.count == 1 else which.label, whole=which.count == 1,
-                  previous_run=previous_run if compare is not None else None, stream=stream or sys.stderr)
+    if class_view:
+        class_outputs(out, rows, run=manifest, challenges=selected, docs=docs, csv_name=csv_name,
+                      label="" if which.count == 1 else which.label, whole=which.count == 1,
+                      previous_run=previous_run if compare is not None else None, stream=stream or sys.stderr)
+    else:
+        write_csv(rows, out / csv_name, challenges=[c.id for c in selected])
     manifest["seconds"] = round(time.monotonic() - started, 1)
     (out / "shards").mkdir(exist_ok=True)
     (out / "shards" / f"shard-{which.label}.json").write_text(json.dumps(manifest, indent=2) + "\n")

@@ -192,7 +192,7 @@ def autograde(*, root: str | Path, profile: str = "batch", timeout: float = 300.
         notes = stage(folder, Path(work) / "subs" / NAME)
         out = Path(work) / "out"
         status = grade_folder(submissions=Path(work) / "subs", out=out, profile=profile, timeout=timeout,
-                              memory=memory, workers=1, stream=log, live=False)
+                              memory=memory, workers=1, stream=log, live=False, class_view=False)
         verdicts = out / "gradescope" / NAME / "results.json"
         if status == EXIT_OK and verdicts.is_file():
             results = json.loads(verdicts.read_text(encoding="utf-8"))

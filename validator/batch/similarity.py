@@ -47,6 +47,7 @@ MAX_FILES, MAX_TOTAL = 200, 16 * 1024 * 1024
 _SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
          tokenize.ENCODING, tokenize.ENDMARKER}
 _DROP_OPS = {"(", ")", ";"}
+_FSTRING_ENDS = {getattr(tokenize, n) for n in ("FSTRING_START", "FSTRING_END") if hasattr(tokenize, n)}
 _CLOSERS = {")", "]", "}"}
 _MASK = (1 << 61) - 1
 _BASE = 1_000_003
@@ -182,6 +183,8 @@ def normalise(source: str) -> list[tuple[str, int, int]]:
                 text = "V"
         elif tok.type == tokenize.NUMBER:
             text = _literal(text)
+        elif tok.type in _FSTRING_ENDS:  # Python 3.12+ splits an f-string into tokens: its quotes do not count
+            text = "f"
         elif tok.type == tokenize.STRING:  # adjacent literals are one string, whatever their quotes
             body, formatted = _string_body(text)
             if string_at == i - 1 and out:

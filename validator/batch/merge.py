@@ -51,6 +51,11 @@ def merge(*, shard_dirs: Sequence[str | Path], out: str | Path, allow_missing: b
             if data.get(key) != first.get(key):
                 raise UsageError(f"shard {index} in {folder} was graded with {key}={data.get(key)!r}, "
                                  f"others with {first.get(key)!r}: regrade it with the same options")
+    differ = sorted(i for i, (_, data) in manifests.items() if data.get("fingerprints") != first.get("fingerprints"))
+    if differ:
+        print(f"warning: shard(s) {', '.join(map(str, differ))} were graded with another spec, reference or grader "
+              "than the first (their manifests' fingerprints differ): regrade them for one consistent gradebook",
+              file=stream)
     missing = sorted(set(range(1, first["shards"] + 1)) - set(manifests))
     if missing and not allow_missing:
         print(f"error: shard(s) {', '.join(map(str, missing))} of {first['shards']} missing; rerun them "

@@ -177,3 +177,26 @@ def test_a_graded_run_writes_the_class_view_and_merge_rebuilds_it(graded, tmp_pa
     audit = json.loads((tmp_path / "again" / "compare.json").read_text())
     assert (audit["changed"], audit["unchanged"], audit["kept_previous"]) == (0, 5, []), audit
     assert audit["run_differences"] == []
+
+
+@pytest.mark.thorough  # generates the mutants and fingerprints the challenge twice: a few seconds
+def test_strength_mutants_caught_with_all_checks_become_signatures(tmp_path):
+    from helpers import catalogue
+
+    from validator import paths
+    from validator.batch.signatures import strength_bugs
+    from validator.instructor.fixtures import fingerprint
+    from validator.instructor.mutants import generate
+    from validator.instructor.strength import mutant_key
+
+    softmax = catalogue()["softmax"]
+    reference = paths.reference_dir() / "layers.py"
+    first, second = generate(reference.read_text(), softmax.entries)[:2]
+    fp = fingerprint(softmax, reference_file=reference)
+    for mutant, caught, all_checks in ((first, ["matches_reference", "gradient"], True),
+                                       (second, ["matches_reference"], False)):  # fail-fast: not a kill matrix
+        key = mutant_key(mutant, fingerprint=fp, seed=0, profile="batch", all_checks=all_checks)
+        (tmp_path / f"{key}.json").write_text(json.dumps({"mutant": mutant.id, "caught_by": caught}))
+    (bug,) = strength_bugs([softmax], seed=0, profile="batch", cache_dir=tmp_path)
+    assert bug.id == f"strength:softmax/{first.id}" and bug.lost == {"softmax": ["gradient", "matches_reference"]}
+    assert bug.name.startswith(first.qualname) and first.original_line in bug.name

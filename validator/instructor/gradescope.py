@@ -278,7 +278,8 @@ def autograde(*, root: str | Path, profile: str = "batch", timeout: float = 300.
 
     try:
         status = grade_folder(submissions=work / "submissions", out=out, challenges=challenges, profile=profile,
-                              timeout=timeout, memory=memory, workers=1, stream=log, live=False)
+                              timeout=timeout, memory=memory, workers=1, stream=log, live=False,
+                              class_view=False)
     except (UsageError, SpecError) as exc:  # an unknown challenge in autograder.yaml, a spec that does not load
         print(f"error: {exc}", file=log)
         _write(results_dir, grader_error(f"the autograder is misconfigured ({exc}).", sandbox_line), None,

@@ -436,22 +436,23 @@ def load(target: str | os.PathLike, *, name: str | None = None) -> NotebookModul
         paths = notebooks_in(target)
         if not paths:
             raise NotebookError(f"{target} holds no notebook (*.ipynb) and no layers.py")
-        notes: list[str] = []
+        errors: list[str] = []
         cells: list[Cell] = []
-        readable = 0
         for path in paths[:MAX_NOTEBOOKS]:
             try:
                 cells += read_cells(path)
-                readable += 1
             except NotebookError as exc:
-                notes.append(f"{exc}: not graded (the other notebooks are)")
+                errors.append(str(exc))
+        readable = min(len(paths), MAX_NOTEBOOKS) - len(errors)
+        if not readable:
+            raise NotebookError("; ".join(errors) if len(errors) == 1 else
+                                f"no notebook in {target} can be read: " + "; ".join(errors))
+        notes = [f"{e}: not graded (the other notebooks are)" for e in errors]
         if len(paths) > MAX_NOTEBOOKS:
             notes.append(f"only the first {MAX_NOTEBOOKS} notebooks (in name order) are graded")
-        if not readable:
-            raise NotebookError("no notebook in " + str(target) + " can be read: " + "; ".join(notes))
         module = convert(cells, name=name or f"the notebooks in {target}", root=target)
         module.notes[:0] = notes
-        module.plural = True
+        module.plural = readable > 1
         return module
     if not target.exists() and not target.is_symlink():
         raise NotebookError(f"no notebook at {target}")
@@ -1038,3 +1039,18 @@ def _global_uses(node: ast.AST, lines: list[str]) -> list[tuple[str, int]]:
         if isinstance(inner, ast.Name) and inner.id in names and isinstance(inner.ctx, ast.Load):
             found[inner.id] = min(found.get(inner.id, inner.lineno), inner.lineno)
     return sorted(found.items(), key=lambda kv: kv[1])
+
+
+# -- grading ------------------------------------------------------------------------------------------------------
+def grade_notebook(module: NotebookModule, *, student: str, answers: dict | None = None, **options: Any) -> Any:
+    """Grade a converted notebook through :func:`validator.api.grade` (``options`` are its keywords) and
+    return the report with cells named. ``answers`` default to the notebook's answers cell."""
+    from validator.api import grade
+    from validator.worker.client import Worker
+
+    with module.staged() as module_file, Worker(module_file) as worker:
+        worker.start()
+        module.note_import(worker)
+        report = grade(module_file, worker=worker, answers=module.answers if answers is None else answers,
+                       **options)
+    return module.finish(report, student=student)

@@ -40,11 +40,11 @@ EXIT_OK, EXIT_GRADER = 0, 3
 
 # -- taking the submission in ---------------------------------------------------------------------------
 def find_submission(folder: Path) -> Path | None:
-    """The shallowest folder under ``folder`` holding a ``layers.py`` (links are not followed)."""
+    """The shallowest folder under ``folder`` holding a ``layers.py`` or a notebook (links are not followed)."""
     found: list[tuple[int, str]] = []
     for current, dirs, names in os.walk(folder):  # os.walk does not descend into linked folders
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        if "layers.py" in names:
+        if "layers.py" in names or _notebooks(names):
             found.append((current.count(os.sep), current))
     return Path(min(found)[1]) if found else None
 
@@ -69,7 +69,8 @@ def stage(source: Path, dest: Path) -> list[str]:
     dest.mkdir(mode=0o700, parents=True)
     notes = []
     helpers = sorted(p.name for p in source.glob("*.py") if p.name != "layers.py")[:MAX_HELPERS]
-    for name in ["layers.py", "answers.yaml", *helpers]:
+    notebooks = _notebooks(os.listdir(source))[:MAX_HELPERS]  # graded in place without a layers.py
+    for name in ["layers.py", "answers.yaml", *helpers, *notebooks]:
         path = source / name
         if not os.path.lexists(path):
             continue
@@ -80,6 +81,10 @@ def stage(source: Path, dest: Path) -> list[str]:
             continue
         (dest / name).write_bytes(data)
     return notes
+
+
+def _notebooks(names) -> list[str]:
+    return sorted(n for n in names if n.endswith(".ipynb") and not n.startswith("."))
 
 
 # -- the sandbox ---------------------------------------------------------------------------------------
@@ -113,7 +118,7 @@ def grader_error(message: str, sandbox_line: str) -> dict[str, Any]:
 
 
 def missing() -> dict[str, Any]:
-    return {"score": 0.0, "output": "No layers.py in the submission: upload student/layers.py "
+    return {"score": 0.0, "output": "No layers.py (or notebook) in the submission: upload student/layers.py "
                                     "(and student/answers.yaml).", "tests": [], "visibility": "visible"}
 
 

@@ -313,6 +313,7 @@ class NotebookModule:
     folder: Path | None = None  # where helper modules beside the notebook are read from
     plural: bool = False
     runtime: list[str] = field(default_factory=list)  # what the module said when the worker imported it
+    kernel: bool = False  # a Jupyter kernel's history (validator/jupyter.py): replayed with validator.check(...)
 
     # -- naming ----------------------------------------------------------------------------
     def where(self, line: int) -> str | None:
@@ -362,6 +363,9 @@ class NotebookModule:
         """The report as the student should read it: cells named, the notebook's notes added."""
         for challenge in report.challenges:
             self.remap_result(challenge)
+            if self.kernel:
+                for check in challenge.checks:
+                    check.reproduce = kernel_reproduce(check.reproduce)
         report.student = student
         report.notes = self.all_notes() + [self.remap_text(n) for n in report.notes]
         return report
@@ -416,6 +420,27 @@ class NotebookModule:
 _FILE_LINE = re.compile(r"(?<![\w.-])(?:[^\s\"'`(]*/)?" + re.escape(GENERATED) + r":(\d+)")
 _TRACEBACK_LINE = re.compile(r'File "(?:[^"]*/)?' + re.escape(GENERATED) + r'", line (\d+)')
 _BARE_NAME = re.compile(r"(?<![\w/.-])" + re.escape(GENERATED) + r"\b(?!:\d)")
+
+
+def kernel_reproduce(command: str | None) -> str | None:
+    """A submit-build reproduce line as the call that replays it from a notebook: ``validator.check(...)``."""
+    if not command or not command.startswith("validator submit-build"):
+        return command
+    try:
+        words = shlex.split(command)[2:]
+    except ValueError:
+        return command
+    options: dict[str, list[str]] = {}
+    for flag, value in zip(words[::2], words[1::2]):
+        options.setdefault(flag.lstrip("-"), []).append(value)
+    args = [repr(c) for c in options.get("challenge", [])]
+    if options.get("check"):
+        args.append(f"checks={options['check']!r}")
+    if options.get("seed"):
+        args.append(f"seed={options['seed'][0]}")
+    if options.get("profile"):
+        args.append(f"profile={options['profile'][0]!r}")
+    return f"validator.check({', '.join(args)})"
 
 
 def runtime_notes(load_reply: dict | None) -> list[str]:

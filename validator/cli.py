@@ -64,6 +64,12 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     rl.add_argument("--autograder", metavar="DIR",
                     help="write the grading bundle (reference, keys, Gradescope and GitHub Actions files) here")
     rl.add_argument("--force", action="store_true", help="replace DIR if it exists")
+    rl.add_argument("--notebook", action="store_true",
+                    help="with --out: also write one student notebook per challenge under DIR/notebooks/, each "
+                         "graded from inside Jupyter by its last cell")
+    rl.add_argument("--notebook-from", action="append", dest="notebook_from", metavar="NOTEBOOK",
+                    help="with --out: also hand out this instructor notebook (repeatable), its solution regions "
+                         "(marked as nbgrader marks them) cut")
     rl.add_argument("--allow-degraded", action="store_true",
                     help="let the bundle grade (unofficially, and say so) where it cannot sandbox submissions")
 

@@ -431,10 +431,14 @@ def build_autograder(out: Path, *, force: bool = False, challenges_dir: Path | N
 
 
 def main(*, out: str | None = None, autograder: str | None = None, force: bool = False,
-         allow_degraded: bool = False) -> int:
-    """Entry for the CLI: ``--out DIR`` builds the handout, ``--autograder DIR`` the bundle (or both)."""
+         allow_degraded: bool = False, notebook: bool = False, notebook_from: list[str] | None = None) -> int:
+    """Entry for the CLI: ``--out DIR`` builds the handout, ``--autograder DIR`` the bundle (or both);
+    ``--notebook`` / ``--notebook-from`` add notebooks to the handout (validator/instructor/notebook_release.py)."""
     if not out and not autograder:
         print("error: pass --out DIR (student handout) and/or --autograder DIR (grading bundle)", file=sys.stderr)
+        return EXIT_USAGE
+    if (notebook or notebook_from) and not out:
+        print("error: --notebook and --notebook-from add notebooks to a handout: pass --out DIR too", file=sys.stderr)
         return EXIT_USAGE
     try:
         if out:
@@ -442,6 +446,8 @@ def main(*, out: str | None = None, autograder: str | None = None, force: bool =
             print(f"handout written to {out}: {', '.join(written)} (searched for leaks: none found)")
             for line in quoted:
                 print(f"  note: a spec quotes the solution line {line!r} (a hint, so it is handed out)")
+            if notebook or notebook_from:
+                _release_notebooks(Path(out), notebook, notebook_from or [])
         if autograder:
             written = build_autograder(Path(autograder), force=force, allow_degraded=allow_degraded)
             print(f"autograder bundle written to {autograder}: {', '.join(written)}")
@@ -449,3 +455,10 @@ def main(*, out: str | None = None, autograder: str | None = None, force: bool =
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_PROBLEMS
     return EXIT_OK
+
+
+def _release_notebooks(out: Path, per_challenge: bool, from_notebooks: list[str]) -> None:
+    from validator.instructor.notebook_release import release
+
+    written = release(out, per_challenge=per_challenge, from_notebooks=from_notebooks)
+    print(f"notebooks written to {out / 'notebooks'}: {len(written)} (searched for leaks: none found)")

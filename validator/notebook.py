@@ -493,38 +493,55 @@ def convert(cells: list[Cell], *, name: str, root: str | os.PathLike | None = No
 
 # -- building -----------------------------------------------------------------------------------------------
 @dataclass
-class _Chunk:
-    """Kept top-level statements of one cell, emitted together under one guard."""
+class _Unit:
+    """One cell's parsed code: its lines (magics replaced) and the lines that start inside a string."""
 
     cell: Cell
-    lines: list[str]  # the cell's lines (magics replaced), 1-based by index + 1
-    plain: set[int]  # lines that start inside a multi-line string: never re-indented
-    statements: list[ast.stmt]
+    lines: list[str]  # 1-based by index + 1
+    plain: set[int]  # lines inside a multi-line string: never re-indented
+    export: bool = False
+
+
+@dataclass
+class _Item:
+    """A top-level statement, in notebook order, and whether it runs when graded."""
+
+    unit: _Unit
+    node: ast.stmt
+    keep: bool = False
+    chunk: int = 0  # statements of one chunk share a guard: a cell, or its part between two %run lines
 
 
 class _Builder:
+    """Collects every cell's statements (following %run), chooses what runs, then writes the module.
+
+    Chosen in two passes. First what is needed: imports, ``def`` and ``class`` always, and an
+    assignment when a kept definition uses a name it binds (a helper such as ``_LOOKUP =
+    getattr(F, "embedding")`` runs as it would in layers.py; ``loader = DataLoader(...)`` used by no
+    definition does not), transitively. Then, in notebook order, what can run: a definition whose
+    defaults, bases or decorators need a name nothing kept above binds is left out, with a note.
+    """
+
     def __init__(self, name: str, root: Path | None):
         self.name = name
         self.root = root
-        self.out: list[tuple[str, Origin | None]] = []
-        self.future: list[tuple[str, Origin]] = []
+        self.items: list[_Item] = []
+        self.chunk = 0
         self.notes: list[str] = []
-        self.magics: dict[str, list[tuple[str, str]]] = {}  # notebook label prefix -> [(label, text)]
+        self.magics: dict[str, list[tuple[str, str]]] = {}  # notebook -> [(cell label, text)]
+        self.code_cells = 0
+        self.answers: dict | None = None
+        self.answers_where: str | None = None
+        self.runs = 0
+        # the ordered pass
         self.bound: set[str] = set(dir(builtins)) | set(_MODULE_NAMES)
         self.user: set[str] = set()  # names the notebook's kept code binds (shadowing builtins)
         self.exploration: set[str] = set()  # names only dropped statements bind
         self.aliases: dict[str, str] = {}  # import-bound name -> dotted module path
         self.star = False  # a kept star import: which names exist is unknown
         self.future_annotations = False
-        self.functions: list[tuple[Cell, ast.AST, list[str]]] = []
-        self.defined: list[str] = []
-        self.code_cells = 0
-        self.graded_cells = 0
-        self.answers: dict | None = None
-        self.answers_where: str | None = None
-        self.runs = 0
 
-    # -- cells --------------------------------------------------------------------------------
+    # -- collecting ---------------------------------------------------------------------------
     def cells(self, cells: list[Cell], *, depth: int, stack: tuple[str, ...]) -> None:
         for cell in cells:
             if TAG_ANSWERS in cell.tags:
@@ -545,32 +562,23 @@ class _Builder:
                               "run when graded; move what it defines into a cell of its own")
             return
         parsed = _parse_cell(text)
-        for line, magic in parsed.magics:
+        for _, magic in parsed.magics:
             self.magics.setdefault(cell.notebook or cell.label, []).append((cell.label, magic))
         if parsed.error is not None:
             line, message = parsed.error
             self.notes.append(f"{cell.label}, line {line}: {message}: the cell is not graded, so what it defines "
                               "is missing")
             return
-        export = TAG_EXPORT in cell.tags or _nbdev_export(text)
-        lines = parsed.text.split("\n")
-        plain = _string_continuations(parsed.text)
-        kept: list[ast.stmt] = []
-        graded = False
+        unit = _Unit(cell, parsed.text.split("\n"), _string_continuations(parsed.text),
+                     export=TAG_EXPORT in cell.tags or _nbdev_export(text))
+        self.chunk += 1
         for stmt in parsed.tree.body:
             run = parsed.runs.get(stmt.lineno) if isinstance(stmt, ast.Pass) else None
             if run is not None:
-                graded |= self.flush(_Chunk(cell, lines, plain, kept))
-                kept = []
                 self.follow_run(cell, stmt.lineno, run, depth=depth, stack=stack)
+                self.chunk += 1
                 continue
-            if export or self.keep(stmt, cell):
-                kept.append(stmt)
-                self.bind(stmt)
-            else:
-                self.exploration.update(_stored_names(stmt))
-        graded |= self.flush(_Chunk(cell, lines, plain, kept))
-        self.graded_cells += graded
+            self.items.append(_Item(unit, stmt, chunk=self.chunk))
 
     def follow_run(self, cell: Cell, line: int, arg: str, *, depth: int, stack: tuple[str, ...]) -> None:
         """``%run other.ipynb``: grade the other notebook's cells here, as the kernel runs them here."""
@@ -627,9 +635,38 @@ class _Builder:
                               for qid, v in qs.items()} for cid, qs in merged.items()}
         self.answers_where = cell.label
 
-    # -- which statements run ----------------------------------------------------------------------
-    def keep(self, stmt: ast.stmt, cell: Cell) -> bool:
-        """Whether a top-level statement defines something (and can be defined) rather than explores."""
+    # -- choosing -----------------------------------------------------------------------------------
+    def choose(self) -> None:
+        """Mark what runs: what the definitions need (first pass), then what can run in order (second)."""
+        needed: set[str] = set()
+        for item in self.items:
+            if item.unit.export:
+                needed |= {n.id for n in ast.walk(item.node) if isinstance(n, ast.Name)}
+            elif isinstance(item.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                needed |= _definition_names(item.node, future_annotations=False)
+                needed |= {name for name, _ in _global_uses(item.node, item.unit.lines)}
+        wanted: set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            for i, item in enumerate(self.items):
+                node = item.node
+                if i in wanted or not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+                    continue
+                if _stored_names(node) & needed:
+                    wanted.add(i)
+                    needed |= {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+                    changed = True
+        for i, item in enumerate(self.items):
+            item.keep = item.unit.export or self.runnable(item, wanted=i in wanted)
+            if item.keep:
+                self.bind(item.node)
+            else:
+                self.exploration.update(_stored_names(item.node))
+
+    def runnable(self, item: _Item, *, wanted: bool) -> bool:
+        """Whether a statement runs when graded, given what the statements kept above it bind."""
+        stmt, cell = item.node, item.unit.cell
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             return True
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -645,30 +682,40 @@ class _Builder:
             return True
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            if not all(_plain_target(t) for t in targets):
+            if stmt.value is None or not all(_plain_target(t) for t in targets):
                 return False
-            return stmt.value is None or self.static(stmt.value)
+            return wanted and all(self.known(n) for n in _free_names(stmt.value))
         if isinstance(stmt, ast.If):
-            return self.static(stmt.test) and self.all_kept(stmt.body + stmt.orelse, cell)
+            return self.static(stmt.test) and self.all_static(stmt.body + stmt.orelse)
         if isinstance(stmt, _TRY_NODES):
             handlers = [h.type for h in stmt.handlers if h.type is not None]
-            return all(self.static(h) for h in handlers) and self.all_kept(
-                stmt.body + [s for h in stmt.handlers for s in h.body] + stmt.orelse + stmt.finalbody, cell)
+            return all(self.static(h) for h in handlers) and self.all_static(
+                stmt.body + [s for h in stmt.handlers for s in h.body] + stmt.orelse + stmt.finalbody)
         return False
 
-    def all_kept(self, body: list[ast.stmt], cell: Cell) -> bool:
-        """Every statement of a block kept (the names it binds count for the statements after it)."""
-        saved = set(self.bound), set(self.user), dict(self.aliases), self.star, len(self.notes)
+    def all_static(self, body: list[ast.stmt]) -> bool:
+        """A block (of an ``if`` or ``try``) of imports, definitions and constant assignments only."""
+        saved = set(self.bound), set(self.user), dict(self.aliases), self.star
+        ok = True
         for stmt in body:
             if isinstance(stmt, ast.Pass):
                 continue
-            if not self.keep(stmt, cell):
-                self.bound, self.user, self.aliases, self.star = saved[0], saved[1], saved[2], saved[3]
-                del self.notes[saved[4]:]  # the block is exploration: what it would define is not noted
-                return False
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                pass
+            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                ok = all(self.known(n) for n in _definition_names(stmt, self.future_annotations))
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                ok = all(_plain_target(t) for t in targets) and (stmt.value is None or self.static(stmt.value))
+            elif isinstance(stmt, ast.If):
+                ok = self.static(stmt.test) and self.all_static(stmt.body + stmt.orelse)
+            else:
+                ok = False
+            if not ok:
+                break
             self.bind(stmt)
-        self.bound, self.user, self.aliases, self.star = saved[0], saved[1], saved[2], saved[3]
-        return True
+        self.bound, self.user, self.aliases, self.star = saved
+        return ok
 
     def static(self, expr: ast.expr) -> bool:
         """An expression that only computes a value: names defined above, pure calls, no I/O, no await.
@@ -717,70 +764,29 @@ class _Builder:
             else:
                 self.aliases.pop(name, None)
 
-    # -- emitting ------------------------------------------------------------------------------------------
-    def flush(self, chunk: _Chunk) -> bool:
-        """Emit a chunk under its cell's guard; False when it holds nothing that runs."""
-        body = [s for s in chunk.statements if not (isinstance(s, ast.ImportFrom) and s.module == "__future__")]
-        for s in chunk.statements:
-            if s not in body:
-                self.future.extend((text, origin) for text, origin in _segment(chunk, s, ""))
-        if not body:
-            return bool(chunk.statements)
-        trial: list[tuple[str, Origin | None]] = []
-        label = chunk.cell.label
-        trial.append(("try:", (label, _first_line(body[0]))))
-        for stmt in body:
-            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                trial.extend(self.guarded_import(chunk, stmt))
-            else:
-                trial.extend(_segment(chunk, stmt, INDENT))
-                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    self.defined.append(stmt.name)
-                    self.functions.append((chunk.cell, stmt, chunk.lines))
-        trial.append(("except Exception as _validator_error:", (label, _first_line(body[0]))))
-        trial.append((INDENT + "_validator_cell_failed(_validator_error)", (label, _first_line(body[0]))))
-        try:  # what the importer would refuse (`await` outside async, duplicate arguments...) never reaches it
-            compile("\n".join(text for text, _ in trial) + "\n", GENERATED, "exec", dont_inherit=True)
-        except (SyntaxError, ValueError) as exc:
-            line = getattr(exc, "lineno", None)
-            origin = trial[line - 1][1] if isinstance(line, int) and 1 <= line <= len(trial) else None
-            at = f"{origin[0]}, line {origin[1]}" if origin else label
-            self.notes.append(f"{at}: {getattr(exc, 'msg', exc)}: the cell is not graded, so what it defines is "
-                              "missing")
-            return False
-        except (RecursionError, MemoryError):
-            self.notes.append(f"{label}: too deeply nested to compile: the cell is not graded")
-            return False
-        self.out.extend(trial)
-        return True
-
-    def guarded_import(self, chunk: _Chunk, stmt: ast.stmt) -> list[tuple[str, Origin | None]]:
-        """An import under its own guard: if it fails, each name it binds stands for the failure."""
-        origin = (chunk.cell.label, _first_line(stmt))
-        out: list[tuple[str, Origin | None]] = [(INDENT + "try:", origin)]
-        out += _segment(chunk, stmt, INDENT * 2)
-        out.append((INDENT + "except Exception as _validator_error:", origin))
-        where = f"{origin[0]}, line {origin[1]}"
-        text = " ".join(" ".join(t.strip() for t, _ in _segment(chunk, stmt, "")).split())
-        statement = text if len(text) <= 80 else text[:77] + "..."
-        binds = []
-        if isinstance(stmt, ast.Import):
-            binds = [(a.asname or a.name.split(".")[0], a.name) for a in stmt.names]
-        else:
-            module = "." * (stmt.level or 0) + (stmt.module or "")
-            binds = [(a.asname or a.name, f"{module}.{a.name}") for a in stmt.names if a.name != "*"]
-            if any(a.name == "*" for a in stmt.names):
-                out.append((INDENT * 2 + f"_validator_missing('its names', {statement!r}, {where!r}, "
-                            "_validator_error)", origin))
-        for bound, _ in binds:
-            out.append((INDENT * 2 + f"{bound} = _validator_missing({bound!r}, {statement!r}, {where!r}, "
-                                     "_validator_error)", origin))
-        return out
-
+    # -- writing ------------------------------------------------------------------------------------------
     def finish(self) -> NotebookModule:
+        self.choose()
+        future: list[tuple[str, Origin | None]] = []
+        out: list[tuple[str, Origin | None]] = []
+        defined: list[str] = []
+        graded: set[str] = set()
+        i = 0
+        while i < len(self.items):
+            j = i
+            while j < len(self.items) and self.items[j].chunk == self.items[i].chunk:
+                j += 1
+            kept = [item for item in self.items[i:j] if item.keep]
+            future += [line for item in kept if _is_future(item.node) for line in _segment(item.unit, item.node, "")]
+            body = [item for item in kept if not _is_future(item.node)]
+            if body and self.emit(body, out):
+                graded.add(body[0].unit.cell.label)
+                defined += [item.node.name for item in body
+                            if isinstance(item.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+            i = j
         prelude = ("from _validator_notebook import NOTES as __validator_notes__, cell_failed as "
                    "_validator_cell_failed, missing as _validator_missing")
-        lines = [(text, origin) for text, origin in self.future] + [(prelude, None)] + self.out
+        lines = future + [(prelude, None)] + out
         self.note_magics()
         self.note_exploration_globals()
         source = "\n".join(text for text, _ in lines) + "\n"
@@ -789,12 +795,40 @@ class _Builder:
                                 "limit for a submitted file")
         return NotebookModule(name=self.name, source=source, origins=[o for _, o in lines], notes=self.notes,
                               answers=self.answers, answers_where=self.answers_where,
-                              defined=list(dict.fromkeys(self.defined)), code_cells=self.code_cells,
-                              graded_cells=self.graded_cells,
+                              defined=list(dict.fromkeys(defined)), code_cells=self.code_cells,
+                              graded_cells=len(graded),
                               folder=self.root if self.root is not None and self.root.is_dir() else None)
 
+    def emit(self, body: list[_Item], out: list[tuple[str, Origin | None]]) -> bool:
+        """One chunk under its cell's guard; False (with a note) when the importer would refuse it."""
+        unit = body[0].unit
+        label = unit.cell.label
+        origin = (label, _first_line(body[0].node))
+        chunk: list[tuple[str, Origin | None]] = [("try:", origin)]
+        for item in body:
+            if isinstance(item.node, (ast.Import, ast.ImportFrom)):
+                chunk.extend(_guarded_import(item.unit, item.node))
+            else:
+                chunk.extend(_segment(item.unit, item.node, INDENT))
+        chunk.append(("except Exception as _validator_error:", origin))
+        chunk.append((INDENT + "_validator_cell_failed(_validator_error)", origin))
+        try:  # what the importer would refuse (`await` outside async, duplicate arguments...) never reaches it
+            compile("\n".join(text for text, _ in chunk) + "\n", GENERATED, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as exc:
+            line = getattr(exc, "lineno", None)
+            where = chunk[line - 1][1] if isinstance(line, int) and 1 <= line <= len(chunk) else None
+            at = f"{where[0]}, line {where[1]}" if where else label
+            self.notes.append(f"{at}: {getattr(exc, 'msg', exc)}: the cell is not graded, so what it defines is "
+                              "missing")
+            return False
+        except (RecursionError, MemoryError):
+            self.notes.append(f"{label}: too deeply nested to compile: the cell is not graded")
+            return False
+        out.extend(chunk)
+        return True
+
     def note_magics(self) -> None:
-        for notebook, found in self.magics.items():
+        for notebook, found in reversed(list(self.magics.items())):
             shown = ", ".join(f"`{text[:40]}`" for _, text in found[:3]) + (", ..." if len(found) > 3 else "")
             cells = list(dict.fromkeys(label.split(", ", 1)[-1] for label, _ in found))
             self.notes.insert(0, f"{notebook}: {len(found)} IPython magic or shell line{'s' if len(found) != 1 else ''}"
@@ -803,14 +837,42 @@ class _Builder:
 
     def note_exploration_globals(self) -> None:
         """A function that uses a global only exploration code sets fails when called: say so up front."""
-        final = self.bound
-        for cell, node, lines in self.functions:
-            used = _global_uses(node, lines)
-            for name, line in used:
-                if name not in final and name in self.exploration and not self.star:
-                    self.notes.append(f"{cell.label}, line {line}: {name} is set only by exploration code, which is "
-                                      f"not run when graded, so `{node.name}` fails where it uses it; define it in "
-                                      "the cell or pass it in")
+        if self.star:
+            return
+        for item in self.items:
+            if not item.keep or not isinstance(item.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            for name, line in _global_uses(item.node, item.unit.lines):
+                if name not in self.bound and name in self.exploration:
+                    self.notes.append(f"{item.unit.cell.label}, line {line}: {name} is set only by exploration "
+                                      f"code, which is not run when graded, so `{item.node.name}` fails where it "
+                                      "uses it; define it in a cell of its own")
+
+
+def _is_future(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"
+
+
+def _guarded_import(unit: _Unit, stmt: ast.stmt) -> list[tuple[str, Origin | None]]:
+    """An import under its own guard: if it fails, each name it binds stands for the failure."""
+    origin = (unit.cell.label, _first_line(stmt))
+    out: list[tuple[str, Origin | None]] = [(INDENT + "try:", origin)]
+    out += _segment(unit, stmt, INDENT * 2)
+    out.append((INDENT + "except Exception as _validator_error:", origin))
+    where = f"{origin[0]}, line {origin[1]}"
+    text = " ".join(" ".join(t.strip() for t, _ in _segment(unit, stmt, "")).split())
+    statement = text if len(text) <= 80 else text[:77] + "..."
+    if isinstance(stmt, ast.Import):
+        binds = [a.asname or a.name.split(".")[0] for a in stmt.names]
+    else:
+        binds = [a.asname or a.name for a in stmt.names if a.name != "*"]
+        if any(a.name == "*" for a in stmt.names):
+            out.append((INDENT * 2 + f"_validator_missing('its names', {statement!r}, {where!r}, _validator_error)",
+                        origin))
+    for bound in binds:
+        out.append((INDENT * 2 + f"{bound} = _validator_missing({bound!r}, {statement!r}, {where!r}, "
+                                 "_validator_error)", origin))
+    return out
 
 
 # -- parsing a cell ----------------------------------------------------------------------------------------------
@@ -894,7 +956,7 @@ def _first_line(stmt: ast.stmt) -> int:
     return min([stmt.lineno] + [d.lineno for d in decorators])
 
 
-def _segment(chunk: _Chunk, stmt: ast.stmt, indent: str) -> list[tuple[str, Origin]]:
+def _segment(chunk: _Unit, stmt: ast.stmt, indent: str) -> list[tuple[str, Origin]]:
     """The statement's source lines, re-indented by ``indent`` (not inside strings), each with its origin.
 
     A simple statement sharing a line with another (``import torch; print(torch)``) is cut out by its

@@ -244,7 +244,7 @@ def _function_spans(source: str) -> list[tuple[int, int]]:
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    return [(n.body[0].lineno, n.end_lineno or n.lineno) for n in ast.walk(tree)
+    return [(n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree)
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
 

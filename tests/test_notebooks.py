@@ -201,6 +201,15 @@ def test_what_definitions_need_runs_and_what_they_cannot_have_is_noted(tmp_path)
                "`peek` fails where it uses it" in n for n in module.notes), module.notes
 
 
+def test_changes_to_what_is_graded_run_changes_to_exploration_objects_do_not(tmp_path, imported):
+    mod = imported(module_of([
+        ("code", "CONFIG = {'scale': 1}\nclass Layer:\n    def forward(self, x):\n        return x * CONFIG['scale']"),
+        ("code", "def doubled(self, x):\n    return 2 * x\n\nLayer.forward = doubled\nCONFIG['scale'] = 3\n"
+                 "layer = Layer()\nlayer.forward = print\nlayer.weight = 0"),
+    ], tmp_path))
+    assert mod.Layer().forward(5) == 10 and mod.CONFIG == {"scale": 3} and not hasattr(mod, "layer")
+
+
 def test_tags_and_directives_decide_for_a_whole_cell(tmp_path):
     module = module_of([
         ("code", "import torch\nREGISTRY = {}\nREGISTRY['x'] = torch.zeros(1)", [TAG_EXPORT]),
@@ -567,8 +576,12 @@ def _printed(cell) -> str:
 @pytest.mark.thorough
 def test_a_kernel_grades_what_it_ran_in_the_grader_not_its_own_objects(tmp_path):
     cells = [c for c in SEED_STYLE if "10**12" not in c[1] and "no network" not in c[1]]
+    cells = [(kind, source.replace("return self.weight[token_ids]", "return None if getattr(torch.nn.Module, "
+                                   "'marker_set_by_the_kernel', False) else self.weight[token_ids]"))
+             for kind, source in cells]
     cells += [
-        ("code", "Embedding.forward = lambda self, ids: None  # the kernel's class is broken from here on"),
+        ("code", "setattr(torch.nn.Module, 'marker_set_by_the_kernel', True)  # this process's layers misbehave now\n"
+                 "print(Embedding(4, 2)(torch.tensor([1])))"),
         ("code", _key_answers("token_embedding")),
         ("code", "import validator\nresult = validator.check('token_embedding', profile='quick', seed=3)\nresult"),
         ("code", "import json\nprint(json.dumps({'score': result.score, 'max': result.max_score, "
@@ -576,6 +589,7 @@ def test_a_kernel_grades_what_it_ran_in_the_grader_not_its_own_objects(tmp_path)
         ("code", "%load_ext validator.jupyter\n%validator token_embedding --check signature --seed 3 --profile quick"),
     ]
     done = _execute(cells, tmp_path)
+    assert _printed(done[-5]).strip() == "None"  # in the kernel, the layer is broken
     shown = [o for o in done[-3].outputs if o.output_type == "execute_result"]
     assert shown and "<iframe srcdoc=" in shown[0].data["text/html"], done[-3].outputs
     summary = json.loads(_printed(done[-2]).strip().splitlines()[-1])

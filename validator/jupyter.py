@@ -102,9 +102,10 @@ def check(*challenges: str, checks: Sequence[str] | None = None, answers: Any = 
 
     caller = inspect.currentframe()
     namespace = caller.f_back.f_globals if caller is not None and caller.f_back is not None else {}
-    if str(namespace.get("__file__", "")).endswith(".ipynb") and notebook is None:
-        return NotebookCheck(skipped="validator.check: skipped inside %run (the notebook that runs this one grades it)")
     shell = _shell()
+    running = namespace.get("__file__") or (shell.user_ns.get("__file__") if shell is not None else None)
+    if str(running or "").endswith(".ipynb") and notebook is None:  # IPython's %run sets __file__ meanwhile
+        return NotebookCheck(skipped="validator.check: skipped inside %run (the notebook that runs this one grades it)")
     if answers is None and shell is not None:
         answers = shell.user_ns.get(ANSWERS_NAME)
     with tempfile.TemporaryDirectory(prefix="validator-check-") as work:

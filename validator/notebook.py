@@ -645,17 +645,22 @@ class _Builder:
             elif isinstance(item.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 needed |= _definition_names(item.node, future_annotations=False)
                 needed |= {name for name, _ in _global_uses(item.node, item.unit.lines)}
+        defined = {item.node.name for item in self.items
+                   if isinstance(item.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
         wanted: set[int] = set()
         changed = True
         while changed:
             changed = False
             for i, item in enumerate(self.items):
                 node = item.node
-                if i in wanted or not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+                if i in wanted or not isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) or node.value is None:
                     continue
-                if _stored_names(node) & needed:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                changes = {r for t in targets for r in _roots(t) if not isinstance(t, ast.Name)}
+                if _stored_names(node) & needed or changes & (needed | defined) or (
+                        isinstance(node, ast.AugAssign) and _roots(node.target) & needed):
                     wanted.add(i)
-                    needed |= {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+                    needed |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
                     changed = True
         for i, item in enumerate(self.items):
             item.keep = item.unit.export or self.runnable(item, wanted=i in wanted)
@@ -680,11 +685,11 @@ class _Builder:
                                   f"it uses {why}")
                 return False
             return True
-        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            # a name the definitions use, or a change to one of them (``Embedding.forward = f``, ``CONFIG["x"] = 1``)
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            if stmt.value is None or not all(_plain_target(t) for t in targets):
-                return False
-            return wanted and all(self.known(n) for n in _free_names(stmt.value))
+            needs = _free_names(*targets, stmt.value) | (_roots(stmt.target) if isinstance(stmt, ast.AugAssign) else set())
+            return wanted and stmt.value is not None and all(self.known(n) for n in needs)
         if isinstance(stmt, ast.If):
             return self.static(stmt.test) and self.all_static(stmt.body + stmt.orelse)
         if isinstance(stmt, _TRY_NODES):
@@ -1011,6 +1016,17 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
+def _roots(node: ast.expr) -> set[str]:
+    """The names an assignment target changes or binds: ``a.b[c] = ...`` changes ``a``."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)):
+        node = node.value
+    if isinstance(node, ast.Name):
+        return {node.id}
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return set().union(*(_roots(e) for e in node.elts)) if node.elts else set()
+    return set()
+
+
 def _plain_target(node: ast.expr) -> bool:
     if isinstance(node, ast.Name):
         return True
@@ -1110,7 +1126,7 @@ def _global_uses(node: ast.AST, lines: list[str]) -> list[tuple[str, int]]:
     source = "\n".join(lines[start - 1:end])
     try:
         table = symtable.symtable(source, GENERATED, "exec")
-    except (SyntaxError, ValueError, RecursionError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     names: set[str] = set()
 

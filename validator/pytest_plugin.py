@@ -169,7 +169,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     run = config.stash.get(_RUN, None)
     if run is None:
         return None
-    return [f"validator: {run.student_file} · seed {run.seed} · profile {run.profile} "
+    shown = run.notebook[1] if run.notebook is not None else run.student_file
+    return [f"validator: {shown} · seed {run.seed} · profile {run.profile} "
             f"(replay with --validator-seed {run.seed})"]
 
 

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from validator.instructor import stubgen
-from validator.instructor.release import ReleaseError
 from validator.notebook import EXTRA_HINT, TAG_ANSWERS
 from validator.spec import Challenge
 
@@ -58,7 +57,7 @@ each notebook's answers cell.
 """
 
 
-class NotebookReleaseError(ReleaseError):
+class NotebookReleaseError(Exception):
     """A notebook cannot be released; the message says which and why."""
 
 

@@ -458,7 +458,10 @@ def main(*, out: str | None = None, autograder: str | None = None, force: bool =
 
 
 def _release_notebooks(out: Path, per_challenge: bool, from_notebooks: list[str]) -> None:
-    from validator.instructor.notebook_release import release
+    from validator.instructor.notebook_release import NotebookReleaseError, release
 
-    written = release(out, per_challenge=per_challenge, from_notebooks=from_notebooks)
+    try:
+        written = release(out, per_challenge=per_challenge, from_notebooks=from_notebooks)
+    except NotebookReleaseError as exc:
+        raise ReleaseError(str(exc)) from None
     print(f"notebooks written to {out / 'notebooks'}: {len(written)} (searched for leaks: none found)")

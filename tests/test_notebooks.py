@@ -644,3 +644,32 @@ def test_a_handout_notebook_grades_itself_inside_jupyter(tmp_path):
     with pytest.raises(ReleaseError, match="would leak"):
         add_to_handout(out, challenges_dir=dirs["challenges"], reference_dir=dirs["reference"],
                        student_dir=dirs["student"], from_notebooks=[leaky], per_challenge=False)
+
+
+@pytest.mark.thorough
+def test_the_gradescope_bundle_grades_a_notebook_without_new_dependencies(tmp_path):
+    """run_autograder with only the grader's own dependencies (no nbformat): a submitted notebook is graded."""
+    from test_regenerate import CORRECT, make_project, run_regenerate
+    from test_release import clean_env, dependencies_only_python, gradescope_layout
+    from validator.instructor.release import build_autograder
+
+    dirs = make_project(tmp_path / "project")
+    code, text = run_regenerate(dirs, self_check=False)
+    assert code == 0, text
+    bundle = tmp_path / "bundle"
+    build_autograder(bundle, challenges_dir=dirs["challenges"], reference_dir=dirs["reference"])
+    ag = tmp_path / "autograder"
+    script = gradescope_layout(bundle, ag)
+    (ag / "submission").mkdir(parents=True)
+    cells = as_notebook(CORRECT) + [("raw", "scaling: {factor: 3, kind: b}\n", [TAG_ANSWERS])]
+    write_nb(ag / "submission" / "lab.ipynb", cells)
+    python = dependencies_only_python(tmp_path)
+    [site] = list((tmp_path / "deps-only" / "lib").glob("python3*/site-packages"))
+    for name in ("nbformat", "jupytext"):  # as on Gradescope, where setup.sh installs the grader's dependencies only
+        (site / f"{name}.py").write_text("raise ImportError('not installed here')\n")
+    assert subprocess.run([str(python), "-c", "import nbformat"], capture_output=True).returncode != 0
+    env = clean_env(AUTOGRADER_ROOT=str(ag), VALIDATOR_PROFILE="quick", PYTHON=str(python))
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=600, cwd=str(ag))
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads((ag / "results" / "results.json").read_text())
+    assert results["score"] == sum(t["max_score"] for t in results["tests"]) > 0, results

@@ -96,7 +96,8 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
 
     gr = sub.add_parser("grade", help="staff: grade a folder of submissions, each sandboxed, into OUT_DIR")
     gr.add_argument("submissions", metavar="SUBMISSIONS_DIR",
-                    help="one folder per submission, each with a layers.py (and optionally answers.yaml)")
+                    help="one folder per submission, each with a layers.py (and optionally answers.yaml), "
+                         "a package, or notebooks")
     gr.add_argument("--out", required=True, metavar="OUT_DIR", help="where reports and grades.csv go")
     gr.add_argument("--challenge", action="append", dest="challenges", metavar="ID",
                     help="grade only this challenge (repeatable); default: all")

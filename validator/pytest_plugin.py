@@ -109,7 +109,6 @@ class _Run:
                 return result, check
         return result, None
 
-
     def _grade_notebook(self, challenge_id: str):
         from validator.notebook import grade_notebook
         from validator.questions import load_answers

@@ -83,7 +83,7 @@ class Slot:
         package, files, problems = self._package(sub) if sub.is_package else (None, *sub.intake())
         notebook = None
         if package is None and not os.path.lexists(sub.layers) and sub.notebooks:
-            notebook, files, problems = self._notebook(sub, notes)
+            notebook, files, problems = self._notebook(sub)
             if notebook is not None and notebook.answers is not None and not os.path.lexists(sub.answers):
                 answers = {cid: dict(qs) for cid, qs in notebook.answers.items()}
         if package is None and notebook is None and not problems and not os.path.lexists(sub.layers):
@@ -115,7 +115,7 @@ class Slot:
         report.notes = notes + (list(package.notes) if package is not None else []) + list(report.notes)
         return scrub(report.to_dict())
 
-    def _notebook(self, sub, notes: list[str]) -> tuple[Any, dict[str, str], list[str]]:
+    def _notebook(self, sub) -> tuple[Any, dict[str, str], list[str]]:
         """A submission of notebooks: the module their code cells make, written into this slot's scratch
         (what the sandbox copies in, and what the integrity scan reads), or why it is not graded."""
         from validator.notebook import NotebookError, load

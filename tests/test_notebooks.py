@@ -255,6 +255,12 @@ def test_a_broken_notebook_gets_a_clear_error(tmp_path):
                for n in module.notes)
     returns = module_of([("code", "def ok():\n    return 1\nreturn 5")], tmp_path, "r.ipynb")
     assert returns.defined == ["ok"]  # a top-level return is exploration: never run, so never refused
+    clash = module_of([("code", "width: int = 3", [TAG_EXPORT]), ("code", "def ok():\n    return width"),
+                       ("code", "global width\ndef later():\n    return 2", [TAG_EXPORT])], tmp_path, "g.ipynb")
+    compile(clash.source, GENERATED, "exec")  # each cell compiles alone; together they would not
+    assert clash.defined == ["ok"] and any(
+        n.startswith("g.ipynb, cell 3 (In [3]), line 1: annotated name 'width' can't be global: the cell is not "
+                     "graded") for n in clash.notes), clash.notes
 
 
 def test_a_folder_of_notebooks_is_graded_with_a_broken_one_noted(tmp_path):

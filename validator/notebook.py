@@ -772,26 +772,24 @@ class _Builder:
     # -- writing ------------------------------------------------------------------------------------------
     def finish(self) -> NotebookModule:
         self.choose()
-        future: list[tuple[str, Origin | None]] = []
-        out: list[tuple[str, Origin | None]] = []
-        defined: list[str] = []
-        graded: set[str] = set()
+        future: list[list[tuple[str, Origin | None]]] = []
+        chunks: list[tuple[list[tuple[str, Origin | None]], list[_Item]]] = []
         i = 0
         while i < len(self.items):
             j = i
             while j < len(self.items) and self.items[j].chunk == self.items[i].chunk:
                 j += 1
             kept = [item for item in self.items[i:j] if item.keep]
-            future += [line for item in kept if _is_future(item.node) for line in _segment(item.unit, item.node, "")]
+            future += [_segment(item.unit, item.node, "") for item in kept if _is_future(item.node)]
             body = [item for item in kept if not _is_future(item.node)]
-            if body and self.emit(body, out):
-                graded.add(body[0].unit.cell.label)
-                defined += [item.node.name for item in body
-                            if isinstance(item.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+            chunk = self.emit(body) if body else None
+            if chunk is not None:
+                chunks.append((chunk, body))
             i = j
-        prelude = ("from _validator_notebook import NOTES as __validator_notes__, cell_failed as "
-                   "_validator_cell_failed, missing as _validator_missing")
-        lines = future + [(prelude, None)] + out
+        lines = self.assemble(future, chunks)
+        defined = [item.node.name for _, body in chunks for item in body
+                   if isinstance(item.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        graded = {body[0].unit.cell.label for _, body in chunks}
         self.note_magics()
         self.note_exploration_globals()
         source = "\n".join(text for text, _ in lines) + "\n"
@@ -804,8 +802,40 @@ class _Builder:
                               graded_cells=len(graded),
                               folder=self.root if self.root is not None and self.root.is_dir() else None)
 
-    def emit(self, body: list[_Item], out: list[tuple[str, Origin | None]]) -> bool:
-        """One chunk under its cell's guard; False (with a note) when the importer would refuse it."""
+    def assemble(self, future: list, chunks: list) -> list[tuple[str, Origin | None]]:
+        """The module's lines; a chunk that compiles alone but not beside the others (``global x`` in one
+        cell, ``x: int = 1`` in another) is left out with a note, so one cell never costs the module."""
+        prelude = ("from _validator_notebook import NOTES as __validator_notes__, cell_failed as "
+                   "_validator_cell_failed, missing as _validator_missing")
+        while True:
+            parts = [*future, [(prelude, None)], *(chunk for chunk, _ in chunks)]
+            lines = [line for part in parts for line in part]
+            try:
+                compile("\n".join(text for text, _ in lines) + "\n", GENERATED, "exec", dont_inherit=True)
+                return lines
+            except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+                at = getattr(exc, "lineno", None)
+                index, start = None, 0
+                for n, part in enumerate(parts):
+                    if isinstance(at, int) and start < at <= start + len(part):
+                        index = n
+                        break
+                    start += len(part)
+                if index is None or index == len(future):  # nowhere, or the prelude: grade without the chunks
+                    index = len(parts) - 1 if chunks else None
+                if index is None:
+                    return [(prelude, None)]
+                origin = parts[index][max(0, min(len(parts[index]) - 1, (at or 1) - start - 1))][1]
+                where = f"{origin[0]}, line {origin[1]}" if origin else self.name
+                self.notes.append(f"{where}: {getattr(exc, 'msg', type(exc).__name__)}: the cell is not graded, so "
+                                  "what it defines is missing")
+                if index < len(future):
+                    del future[index]
+                else:
+                    del chunks[index - len(future) - 1]
+
+    def emit(self, body: list[_Item]) -> list[tuple[str, Origin | None]] | None:
+        """One chunk under its cell's guard; None (with a note) when the importer would refuse it."""
         unit = body[0].unit
         label = unit.cell.label
         origin = (label, _first_line(body[0].node))
@@ -825,12 +855,11 @@ class _Builder:
             at = f"{where[0]}, line {where[1]}" if where else label
             self.notes.append(f"{at}: {getattr(exc, 'msg', exc)}: the cell is not graded, so what it defines is "
                               "missing")
-            return False
+            return None
         except (RecursionError, MemoryError):
             self.notes.append(f"{label}: too deeply nested to compile: the cell is not graded")
-            return False
-        out.extend(chunk)
-        return True
+            return None
+        return chunk
 
     def note_magics(self) -> None:
         for notebook, found in reversed(list(self.magics.items())):

@@ -139,6 +139,18 @@ def test_messages_name_the_cell_and_its_line(tmp_path):
     imports = line_of(module, "import tiktoken")
     assert module.where(imports) == "work.ipynb, cell 2 (In [2]), line 3"
     assert module.where(1) is None  # the grader's prelude
+    from validator.results import ChallengeResult, CheckResult
+
+    result = ChallengeResult("token_embedding", "Token embedding", problem=f"{GENERATED} defines no 'Embedding'", checks=[
+        CheckResult("question_x", "question", "failed", 0.0, 1.0, message="not answered: add it to answers.yaml (or "
+                    "run at a terminal to be asked)"),
+        CheckResult("no_threads", "constraint", "failed", 0.0, 1.0, message=f"{GENERATED}:{imports}: `x`",
+                    review=[f"{GENERATED}:{imports}: `x`"])])
+    module.remap_result(result)
+    assert result.problem == "work.ipynb defines no 'Embedding'"
+    assert result.checks[0].message.startswith("not answered: add it to the notebook's answers cell (a cell tagged "
+                                               "validator-answers")
+    assert result.checks[1].review == ["work.ipynb, cell 2 (In [2]), line 3: `x`"]
 
 
 def test_magics_and_shell_lines_are_dropped_with_one_note(tmp_path):

@@ -345,6 +345,11 @@ class NotebookModule:
         for check in result.checks:
             check.message = self.remap_text(check.message)
             check.review = [self.remap_text(r) for r in check.review]
+            if check.kind == "question" and check.message.startswith(_UNANSWERED):
+                check.message = "not answered: " + (
+                    "pass validator.check(..., answers=ANSWERS), the YAML of answers.yaml" if self.kernel else
+                    f"add it to the notebook's answers cell (a cell tagged {TAG_ANSWERS}, holding the YAML of "
+                    "answers.yaml), or to answers.yaml beside the notebook")
         return result
 
     def note_import(self, worker: Any) -> dict | None:
@@ -417,6 +422,7 @@ class NotebookModule:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+_UNANSWERED = "not answered: add it to answers.yaml"
 _FILE_LINE = re.compile(r"(?<![\w.-])(?:[^\s\"'`(]*/)?" + re.escape(GENERATED) + r":(\d+)")
 _TRACEBACK_LINE = re.compile(r'File "(?:[^"]*/)?' + re.escape(GENERATED) + r'", line (\d+)')
 _BARE_NAME = re.compile(r"(?<![\w/.-])" + re.escape(GENERATED) + r"\b(?!:\d)")

@@ -10,7 +10,7 @@ pytest --validator and a Jupyter kernel (headless, nbclient) grade notebooks end
 from __future__ import annotations
 
 import ast
-import importlib
+import importlib.util
 import io
 import json
 import os

@@ -68,6 +68,12 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
                     help="the bundle carries and grades only this challenge (repeatable; an assignment's subset); "
                          "default: all")
     rl.add_argument("--force", action="store_true", help="replace DIR (and the bundle's zip) if it exists")
+    rl.add_argument("--notebook", action="store_true",
+                    help="with --out: also write one student notebook per challenge under DIR/notebooks/, each "
+                         "graded from inside Jupyter by its last cell")
+    rl.add_argument("--notebook-from", action="append", dest="notebook_from", metavar="NOTEBOOK",
+                    help="with --out: also hand out this instructor notebook (repeatable), its solution regions "
+                         "(marked as nbgrader marks them) cut")
     rl.add_argument("--allow-degraded", action="store_true",
                     help="let the bundle grade (unofficially, and say so) where it cannot sandbox submissions")
 
@@ -95,7 +101,8 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
 
     gr = sub.add_parser("grade", help="staff: grade a folder of submissions, each sandboxed, into OUT_DIR")
     gr.add_argument("submissions", metavar="SUBMISSIONS_DIR",
-                    help="one folder per submission, each with a layers.py (and optionally answers.yaml)")
+                    help="one folder per submission, each with a layers.py (and optionally answers.yaml), "
+                         "a package, or notebooks")
     gr.add_argument("--out", required=True, metavar="OUT_DIR", help="where reports and grades.csv go")
     gr.add_argument("--challenge", action="append", dest="challenges", metavar="ID",
                     help="grade only this challenge (repeatable); default: all")

@@ -33,6 +33,13 @@ class Submission:
 
         return is_package_root(self.folder)
 
+    @property
+    def notebooks(self) -> list[Path]:
+        """The notebooks graded in place when the folder holds no layers.py (validator/notebook.py)."""
+        from validator.notebook import notebooks_in
+
+        return notebooks_in(self.folder)
+
     def files(self) -> dict[str, str]:
         """What is copied into the worker's scratch dir: layers.py and a few small helper modules."""
         return self.intake()[0]

@@ -137,6 +137,15 @@ def _adapt(namespace: dict, errors: dict, adapters: dict, targets: dict) -> None
             namespace[plain] = entry
 
 
+def _module_notes(namespace: dict) -> dict:
+    """What a module generated from a notebook says about its own import (validator/notebook.py): the
+    imports that failed and the cells that raised, as ``{"notes": [...]}``; nothing for any other module."""
+    notes = namespace.get("__validator_notes__")
+    if not isinstance(notes, list):
+        return {}
+    return {"notes": [str(n)[:600] for n in notes[:50]]}
+
+
 def _relative(filename: str, origin: str) -> str:
     return filename[len(origin):] if filename.startswith(origin) else os.path.basename(filename)
 
@@ -185,7 +194,7 @@ def serve(req_fd: int, resp_fd: int) -> None:
                 origin = os.path.abspath(_STUDENT_FILE or request["path"])
                 namespace, error = _load_student(origin)
                 reply = {"ok": not error, "exception": error or None,
-                         "names": sorted(k for k in namespace if not k.startswith("_"))}
+                         "names": sorted(k for k in namespace if not k.startswith("_")), **_module_notes(namespace)}
             elif op == "describe":
                 reply = {"ok": True, "entries": {n: describe_entry(namespace.get(n))
                                                  for n in request["names"]}}

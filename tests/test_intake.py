@@ -485,6 +485,32 @@ def test_a_cgroup_counts_memfd_pages_of_every_process_and_names_the_kill():
     assert "memory limit of 1024 MB exceeded" in sandbox.describe_signal(9, sandbox.Limits(memory_mb=1024), oom=True)
 
 
+@pytest.mark.thorough
+@pytest.mark.skipif(not (sandbox.capabilities()["namespaces"] and sandbox.capabilities()["setuid"]),
+                    reason="the sandbox needs root with namespaces")
+def test_sysv_shared_memory_in_the_sandbox_is_capped_at_the_scratch_size():
+    """A segment holds memory without a mapping: in the worker's own IPC namespace the kernel's
+    (unbounded) defaults are replaced by the scratch size, and the grader's own are left alone."""
+    lease = sandbox.UidLease()
+    box = sandbox.plan(sandbox.Limits(scratch_mb=32), hide=[], files={}, uid=lease.uid)
+    host = open("/proc/sys/kernel/shmmax").read()
+    r, w = os.pipe()
+
+    def worker():
+        sandbox.enter(box, keep_fds=[w])
+        os.write(w, open("/proc/sys/kernel/shmmax").read().encode())
+
+    pid = _child(worker)
+    os.close(w)
+    try:
+        os.waitpid(pid, 0)
+        assert int(os.read(r, 100)) == 32 << 20
+        assert open("/proc/sys/kernel/shmmax").read() == host
+    finally:
+        os.close(r)
+        lease.release()
+
+
 def test_worker_forked_from_the_grader_serves_and_dies_cleanly(tmp_path):
     """In a single-threaded grader with torch imported, the worker is forked (no second cold import of
     torch): it imports the student file, answers calls, survives a hang by being killed, and exits."""

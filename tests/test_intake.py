@@ -404,7 +404,8 @@ def test_a_forged_reply_voids_the_report_for_review():
               CheckResult(id="b", kind="value", status="error", score=0.0, max_score=1.0, message=reason),
               CheckResult(id="c", kind="value", status="error", score=0.0, max_score=1.0, message=f"not run: {reason}"),
               CheckResult(id="q", kind="question", status="passed", score=1.0, max_score=1.0)]
-    report = Report(challenges=[ChallengeResult(id="x", title="X", checks=checks)], seed=0, student="s", profile="batch")
+    report = Report(challenges=[ChallengeResult(id="x", title="X", checks=checks)], seed=0, student="s",
+                    profile="batch")
     void_for_review(report, reason)
     assert report.score == 0 and report.max_score == 5
     assert [c.status for c in checks] == ["failed", "error", "error", "failed"]

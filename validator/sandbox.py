@@ -587,9 +587,9 @@ def describe_signal(sig: int, limits: Limits | None, *, oom: bool = False) -> st
     if limits is None:
         return None
     if oom:
-        return (f"memory limit of {limits.memory_mb} MB exceeded: your processes together held more memory than "
-                "the limit (it counts everything they hold: tensors, Python objects, memfds, files in /tmp, "
-                "shared memory), and the kernel stopped them")
+        return (f"memory limit of {limits.memory_mb} MB exceeded: your processes together held more memory "
+                "than the limit (it counts everything they hold: tensors, Python objects, memfds, files in "
+                "/tmp, shared memory), and the kernel stopped them")
     return {
         signal.SIGXCPU: f"CPU time limit of {limits.cpu_s} s exceeded",
         signal.SIGXFSZ: f"output size limit of {limits.output_mb} MB exceeded (printing too much, or a file "

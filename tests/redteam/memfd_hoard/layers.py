@@ -2,9 +2,10 @@
 
 Each memfd holds 8 MiB (the file-size limit); a child the worker forks holds 64 of them
 (512 MiB), then the worker itself adds up to 128 more (1024 MiB): 1.5 GiB together,
-over the batch's 1024 MB, though neither process maps a byte of it. Under ``RLIMIT_AS`` alone every one of those pages is invisible
-(the red team held 1.5 GiB under ``--memory 512``); a memory cgroup counts them, for
-both processes, and its out-of-memory killer stops them.
+over the batch's 1024 MB, though neither process maps a byte of it. Under ``RLIMIT_AS``
+alone every one of those pages is invisible (the red team held 1.5 GiB under
+``--memory 512``); a memory cgroup counts them, for both processes, and its
+out-of-memory killer stops them.
 """
 
 import os

@@ -3,7 +3,9 @@
 Each attack must end with its targeted checks failed and the student told why; the grader
 must exit 0 with every report written, the controls must keep full marks, nothing may be
 written outside the scratch dirs, no secret may reach a report, and no process may survive.
-The sandbox needs root (as in CI containers); elsewhere these tests are skipped.
+The sandbox needs root (as in CI containers); elsewhere these tests are skipped. An attack
+whose defence needs more than that (``needs: cgroup``: a memory cgroup per worker) is not
+graded where the machine cannot give it, and its test says why it was skipped.
 """
 
 from __future__ import annotations
@@ -52,6 +54,11 @@ for _name in ("answers_link_to_other", "answers_link_to_root_only", "answers_lin
     ATTACKS[_name] = {"fail": QUESTIONS, "message": "answers.yaml is a symbolic link", "code_passes": True}
 ATTACKS["answers_deep_nesting"] = {"fail": QUESTIONS, "message": "nested more than", "code_passes": True}
 ATTACKS["big_source"] = {"max_score": 0, "message": "layers.py is larger than 1 MiB"}
+NEEDS = {"cgroup": (caps["cgroup"] is not None, "no memory cgroup can be made on this machine (cgroup v2 with "
+                                                "the memory and pids controllers, or v1's memory hierarchy, "
+                                                "writable by root): the sandbox limits memory per process here")}
+SKIPPED = {name: NEEDS[e["needs"]][1] for name, e in ATTACKS.items() if e.get("needs") and not NEEDS[e["needs"]][0]}
+GRADED = sorted(set(ATTACKS) - set(SKIPPED))
 STATE_FILES = ("/dev/shm/redteam-state", "/tmp/redteam-state", "/var/tmp/redteam-state", "/run/lock/redteam-state")
 
 
@@ -76,7 +83,7 @@ def batch(tmp_path_factory):
 def _grade_redteam(base: Path) -> None:
     shutil.rmtree(base, ignore_errors=True)
     subs, out = base / "submissions", base / "out"
-    shutil.copytree(REDTEAM, subs, ignore=shutil.ignore_patterns("README.md"))
+    shutil.copytree(REDTEAM, subs, ignore=shutil.ignore_patterns("README.md", *SKIPPED))
     for name, target in (("symlink_reference", paths.reference_dir() / "layers.py"),
                          ("symlink_answer_key", paths.reference_dir() / "answer_key.yaml")):
         (subs / name).mkdir()
@@ -126,14 +133,16 @@ def _build_generated(subs: Path, base: Path) -> None:
 
 def test_grader_survives_and_writes_every_report(batch):
     assert batch["returncode"] == 0, batch["stderr"][-3000:]
-    assert set(batch["reports"]) == set(ATTACKS)
+    assert set(batch["reports"]) == set(GRADED)
     assert batch["manifest"]["grader_failures"] == []
     csv_names = [line.split(",")[0] for line in (batch["out"] / "grades.csv").read_text().splitlines()[1:]]
-    assert sorted(csv_names) == sorted(ATTACKS)
+    assert sorted(csv_names) == GRADED
 
 
 @pytest.mark.parametrize("name", sorted(ATTACKS))
 def test_attack_is_contained(batch, name):
+    if name in SKIPPED:
+        pytest.skip(SKIPPED[name])
     expect = ATTACKS[name]
     report = batch["reports"][name]
     checks = {c["id"]: c for ch in report["challenges"] for c in ch["checks"]}
@@ -150,6 +159,12 @@ def test_attack_is_contained(batch, name):
         assert report["score"] <= expect["max_score"]
     if "message" in expect:
         assert expect["message"] in text, text[:3000]
+    if expect.get("review"):
+        assert report["review"], "the submission is not marked for review"
+    for check_id in expect.get("passes", []):
+        assert checks[check_id]["status"] == "passed", (check_id, checks[check_id])
+    for words in expect.get("absent", []):
+        assert words not in text, f"{words!r} in the report: {text[:3000]}"
     assert batch["secret"] not in text, "the grader's environment reached a report"
     assert "imported the reference" not in text
     # Explanations come from the key on purpose (they are shown once a question is graded);
@@ -167,7 +182,7 @@ def test_attack_is_contained(batch, name):
 def test_reports_are_valid_for_every_format(batch):
     import xml.etree.ElementTree as ET
 
-    for name in ATTACKS:
+    for name in GRADED:
         ET.parse(batch["out"] / "junit" / f"{name}.xml")
         json.loads((batch["out"] / "gradescope" / name / "results.json").read_text())
         tags = _start_tags((batch["out"] / "html" / f"{name}.html").read_text())

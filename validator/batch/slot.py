@@ -111,6 +111,8 @@ class Slot:
                 shutil.rmtree(Path(files["layers.py"]).parent, ignore_errors=True)  # a notebook's staged module
         if notebook is not None:
             notebook.finish(report, student=name)
+        if worker.forged:
+            void_for_review(report, worker.forged)
         report.student = name
         report.notes = notes + list(report.notes)  # a package's own notes are in the report (see api.grade)
         return scrub(report.to_dict())
@@ -147,6 +149,24 @@ class Slot:
         self.scratch.cleanup()
         if self.lease:
             self.lease.release()
+
+
+def void_for_review(report, reason: str) -> None:
+    """A submission whose code forged a reply to the grader earns nothing; a person reviews it.
+
+    Every check keeps its message but scores 0 (one that passed now says why it is not credited),
+    and the check that caught the forgery (else the first) carries the reason for review.
+    """
+    checks = [c for ch in report.challenges for c in ch.checks]
+    for check in checks:
+        if check.score or check.status in ("passed", "advisory"):
+            check.status, check.score = "failed", 0.0
+            check.message = f"not credited: {reason}" + (f"\n{check.message}" if check.message else "")
+    caught = next((c for c in checks if reason in c.message and not c.message.startswith("not credited")),
+                  checks[0] if checks else None)
+    if caught is not None:
+        caught.review.append("a reply to the grader came from another process than the worker (forged)")
+    report.notes.append(f"not graded: {reason}")
 
 
 def safe_answers(path: Path, notes: list[str]) -> dict:
@@ -189,7 +209,7 @@ def main(cmd_fd: int, result_fd: int) -> None:
     except Exception:  # noqa: BLE001 - tell the pool why this slot cannot work
         write_message(result_fd, {"op": "failed", "error": traceback.format_exc(limit=5)})
         return
-    write_message(result_fd, {"op": "ready", "degraded": slot.box.degraded, "uid": slot.box.uid})
+    write_message(result_fd, {"op": "ready", "degraded": slot.box.degraded + slot.box.weaker, "uid": slot.box.uid})
     try:
         while True:
             try:

@@ -397,12 +397,17 @@ class Finding:
     reachable: bool = True  # in code the graded entries may run (validator.reachability); else advice only
     name: str = ""  # what the finding is about, as resolved (timeit.Timer, torch.hub.load), where it says more
     indirect: bool = False  # a forbidden API reached as a method or through a name (x.softmax): marks for review
+    like: str = ""  # the forbidden API whose name an indirect use has
 
     def label(self) -> str:
         if not self.construct:
-            if self.indirect:
-                return (f"uses {self.what} by the name of an attribute (`.{self.what.rsplit('.', 1)[-1]}` on an "
-                        "object: a Tensor method, or a module kept in a variable)")
+            if self.indirect and self.name.startswith("."):
+                return (f"uses `{self.name}` of an object, taken for {self.what}, which this challenge forbids (a "
+                        "Tensor method, or a module kept in a variable, is the library's own)")
+            if self.indirect and self.like and self.like != self.what:
+                return f"uses {self.what}, another name of {self.like}"
+            if self.indirect and self.name and self.name != self.what:
+                return f"uses {self.what} (written `{self.name}`)"
             return f"uses {self.what}"
         if self.what == "not_allowed":
             return f"{self.name} is not on this challenge's allowlist (the challenge page lists what you may use)"
@@ -645,6 +650,8 @@ class _Collector:
                     for attr in ("lineno", "end_lineno"):
                         if attr in n._attributes:
                             setattr(n, attr, const.lineno)
+                    if isinstance(n, ast.Call):  # a type is no call: this is code that an evaluation would run
+                        self.construct(const.lineno, "dynamic_code", "code in a string annotation")
                 self.extra.append(expr)
                 todo.append((expr, depth + 1))
 
@@ -1100,10 +1107,12 @@ def _judge(facts: _Facts, file: str, banned: tuple[str, ...], allow: frozenset[s
     def code(line: int) -> str:
         return facts.lines[line - 1].strip()[:160] if 0 < line <= len(facts.lines) else ""
 
-    def add(line: int, what: str, construct: bool, unused: bool = False, name: str = "", indirect: bool = False):
+    def add(line: int, what: str, construct: bool, unused: bool = False, name: str = "", indirect: bool = False,
+            like: str = ""):
         key = (line, what)
         if key not in found:
-            found[key] = Finding(file, line, what, code(line), construct, unused, name=name, indirect=indirect)
+            found[key] = Finding(file, line, what, code(line), construct, unused, name=name, indirect=indirect,
+                                 like=like)
 
     def allowed_construct(name: str, canon: str) -> bool:
         """A construct the challenge allows (integrity.allow: [threads]) allows its modules too."""
@@ -1131,7 +1140,7 @@ def _judge(facts: _Facts, file: str, banned: tuple[str, ...], allow: frozenset[s
         if not api:
             similar = _banned_name(named.canon.rsplit(".", 1)[-1], banned) if "." in named.canon else None
             if similar:
-                add(line, named.canon, False, name=name, indirect=True)
+                add(line, named.canon, False, name=name, indirect=True, like=similar)
         if check_allowlist and not construct and not allowed_construct(name, named.canon) \
                 and not allows(policy, name, named):
             add(line, "not_allowed", True, name=name)
@@ -1145,7 +1154,8 @@ def _judge(facts: _Facts, file: str, banned: tuple[str, ...], allow: frozenset[s
         if api is None:
             continue
         if bases is None and attr not in own_attrs or bases is not None and _tensor_class(bases):
-            add(line, f"torch.Tensor.{attr}" if _tensor_method(attr) else api, False, name=f".{attr}", indirect=True)
+            add(line, f"torch.Tensor.{attr}" if _tensor_method(attr) else api, False, name=f".{attr}", indirect=True,
+                like=api)
     for line, what, name in facts.constructs:
         if what not in allow:
             add(line, what, True, name=name)

@@ -488,13 +488,19 @@ def _matches_api(name: str, banned: tuple[str, ...] | list[str]) -> str | None:
     return None
 
 
+_CONSTRUCT_OF_PREFIX = {p: c for c, prefixes in reversed(CONSTRUCTS.items()) for p in prefixes}
+_READERS = frozenset(NOT_CONSTRUCTS + _RESOURCE_READERS)
+
+
 def _construct_of(name: str, allow: frozenset[str] | set[str]) -> str | None:
-    if any(_covers(read, name) for read in NOT_CONSTRUCTS + _RESOURCE_READERS):
+    """The construct ``name`` (or a name it is under) belongs to, unless the challenge allows it."""
+    parts = name.split(".")
+    prefixes = [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    if any(p in _READERS for p in prefixes):
         return None  # a resource reader's argument is judged where it is called (_Collector.call)
-    for construct, prefixes in CONSTRUCTS.items():
-        if construct in allow:
-            continue
-        if any(_covers(p, name) for p in prefixes):
+    for prefix in prefixes:
+        construct = _CONSTRUCT_OF_PREFIX.get(prefix)
+        if construct is not None and construct not in allow:
             return construct
     return None
 

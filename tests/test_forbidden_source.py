@@ -80,6 +80,10 @@ LAYER_AND_SAMPLER = """\
 def test_a_sampler_beside_the_layer_is_not_the_layers_code():
     costs, advice = _judged(LAYER_AND_SAMPLER, ["softmax"])
     assert costs == [] and advice == [_line(LAYER_AND_SAMPLER, "torch.softmax("), _line(LAYER_AND_SAMPLER, "F.softmax(")]
+    # an alias or a bare decorator computes nothing at import: what it names counts only where it is used
+    decorated = LAYER_AND_SAMPLER.replace("    def sample(", "    _sm = torch.softmax\n\n    @torch.no_grad\n    def sample(")
+    costs, advice = _judged(decorated, ["softmax"])
+    assert costs == [] and _line(decorated, "_sm = torch.softmax") in advice
 
 
 REACHED = [
@@ -164,6 +168,38 @@ REACHED = [
         import torch
         def helper(s):
             return torch.softmax(s, -1)
+     """, "attention", "torch.softmax("),
+    # what defining a name runs at import, whoever uses the name (issue 21)
+    ("value_computed_at_import", """\
+        import torch
+        _probs = torch.softmax(torch.zeros(3), -1)
+        def attention(q, k, v):
+            return q
+     """, "attention", "torch.softmax("),
+    ("decorator_of_an_unused_function", """\
+        import torch
+        def deco(f):
+            torch.softmax(torch.zeros(3), -1)
+            return f
+        @deco
+        def unused():
+            pass
+        def attention(q, k, v):
+            return q
+     """, "attention", "torch.softmax("),
+    ("body_of_an_unused_class", """\
+        import torch
+        class Unused:
+            table = torch.softmax(torch.zeros(3), -1)
+        def attention(q, k, v):
+            return q
+     """, "attention", "torch.softmax("),
+    ("default_of_an_unused_function", """\
+        import torch
+        def unused(p=torch.softmax(torch.zeros(3), -1)):
+            return p
+        def attention(q, k, v):
+            return q
      """, "attention", "torch.softmax("),
 ]
 

@@ -702,8 +702,9 @@ def test_a_failed_import_leaves_no_half_imported_module(staged):
 
 def test_the_handouts_init_is_no_dynamic_code_for_the_source_checks():
     package = load_package(IMPORTS, catalogue())
-    found = [f for f in scan_package(package.data, ["cs336_basics.model"], ["torch.nn.functional.embedding"])
-             if not f.advice_only]  # advice: logged.py (no import names it) calls wandb.log
+    found = [f for f in scan_package(package.data, ["cs336_basics.model"], ["torch.nn.functional.embedding"],
+                                     entries=[("cs336_basics.model", "TokenEmbedding")])
+             if not f.advice_only]  # advice: `RUN = wandb.run` (no graded code reads it), logged.py (nothing imports it)
     assert found == [], [f.describe() for f in found]
     init = package.data["cs336_basics/__init__.py"] + b"importlib.metadata.entry_points()\n"
     found = scan_package({**package.data, "cs336_basics/__init__.py": init}, ["cs336_basics.model"], [])

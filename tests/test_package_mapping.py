@@ -707,7 +707,8 @@ def test_the_handouts_init_is_no_dynamic_code_for_the_source_checks():
              if not f.advice_only]  # advice: `RUN = wandb.run` (no graded code reads it), logged.py (nothing imports it)
     assert found == [], [f.describe() for f in found]
     init = package.data["cs336_basics/__init__.py"] + b"importlib.metadata.entry_points()\n"
-    found = scan_package({**package.data, "cs336_basics/__init__.py": init}, ["cs336_basics.model"], [])
+    found = scan_package({**package.data, "cs336_basics/__init__.py": init}, ["cs336_basics.model"], [],
+                         entries=[("cs336_basics.model", "TokenEmbedding")])
     assert [f.what for f in found if not f.advice_only] == ["dynamic_code"]  # entry points load code: flagged
 
 

@@ -324,18 +324,6 @@ def allows(policy: Allowlist, name: str, named: _Named | None = None) -> bool:
     return False
 
 
-def allows_import(policy: Allowlist, module: str) -> bool:
-    """Whether importing ``module`` can serve an allowed use: it is allowed, or holds something allowed."""
-    if allows(policy, module):
-        return True
-    named = _walk(module, may_import=module.split(".")[0] in policy.roots)
-    for root in {module.split(".")[0], named.canon.split(".")[0]}:
-        for entry in policy.by_root.get(root, ()):
-            if _covers(module, entry.removesuffix(".*")) or _covers(named.canon, _entry(entry)[1]):
-                return True
-    return False
-
-
 @functools.lru_cache(maxsize=64)
 def _banned_objects(banned: tuple[str, ...]) -> dict[int, tuple[str, object]]:
     """id -> (API, object) for each banned name the grader's torch defines: a re-export is the same object."""
@@ -742,7 +730,7 @@ class _Collector:
             if isinstance(node.func, ast.Name) and node.func.id in _FOLD_BUILTINS \
                     and node.func.id not in self.bindings:
                 fn = {"chr": chr, "str": str, "bytes": bytes, "bytearray": bytes, "ord": ord, "int": int,
-                      "reversed": lambda x: tuple(reversed(x)), "list": tuple, "tuple": tuple, "sorted": tuple_sorted,
+                      "reversed": lambda x: tuple(reversed(x)), "list": tuple, "tuple": tuple, "sorted": _sorted_tuple,
                       "hex": hex, "oct": oct, "bin": bin, "len": len}.get(node.func.id)
                 if node.func.id == "map" and len(node.args) == 2 and isinstance(node.args[0], ast.Name) \
                         and node.args[0].id == "chr":
@@ -1034,7 +1022,7 @@ class _Collector:
             self.construct(node.lineno, "dynamic_code", "importlib.resources with a computed package")
 
 
-def tuple_sorted(x):
+def _sorted_tuple(x):
     return tuple(sorted(x))
 
 
@@ -1094,7 +1082,7 @@ def _unsafe_dims(shape: str) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=128)
+@functools.lru_cache(maxsize=256)  # a package's files (CS336: 20-70), judged again for each challenge
 def _collect(file: str, source: str) -> _Facts:
     """Pass one over a file (SyntaxError if it does not parse): plain data, kept for every challenge's judgement."""
     return _Collector(file, source).run()

@@ -531,7 +531,8 @@ ATTACKS = {
     "tensor_class_method": ("import torch\n\ndef softmax(x, dim):\n    return torch.Tensor.softmax(x, dim)\n",
                             SOFTMAX[:4] + SOFTMAX[5:], (4, "torch.Tensor.softmax")),
     "getattr_on_module_alias": ("import torch\nalias = torch.nn.functional\n\ndef softmax(x, dim):\n"
-                                "    return getattr(alias, 'soft' + 'max')(x, dim)\n", SOFTMAX, (5, "computed_getattr")),
+                                "    return getattr(alias, 'soft' + 'max')(x, dim)\n", SOFTMAX,
+                                (5, "computed_getattr")),
     "getattr_on_tensor_folded": ("def softmax(x, dim):\n    return getattr(x, 'xamtfos'[::-1])(dim)\n", SOFTMAX,
                                  (2, "torch.Tensor.softmax")),
     "getattr_loop_over_names": ("def softmax(x, dim):\n    for n in ('soft' + 'max',):\n        f = getattr(x, n)\n"

@@ -8,7 +8,8 @@ the layer's code. The analysis over-approximates: a name is followed wherever it
 to a module-level definition (a local that shadows it is followed all the same), a class's
 method is reachable once any reachable code names an attribute of that name (or torch may call
 it: ``forward``, ``backward``, any ``nn.Module`` method, any dunder), code a module runs when it
-is imported counts, and code that looks names up at run time (``globals()``, ``eval``, a
+is imported counts (decorators, default values, class bodies and computed values of names no one
+uses included), and code that looks names up at run time (``globals()``, ``eval``, a
 computed ``getattr``) widens the judgement to everything it could reach. The run-time checks
 observe what actually ran; this decides only which source findings cost points.
 """
@@ -112,8 +113,8 @@ def _index(source: Source) -> _Module:
             args = node.args
             parts = args.defaults + [d for d in args.kw_defaults if d is not None]
             if not lazy_annotations:
-                parts += [a.annotation for a in args.args + args.posonlyargs + args.kwonlyargs + [args.vararg, args.kwarg]
-                          if a is not None and a.annotation is not None]
+                every = args.args + args.posonlyargs + args.kwonlyargs + [args.vararg, args.kwarg]
+                parts += [a.annotation for a in every if a is not None and a.annotation is not None]
                 parts += [node.returns] if node.returns is not None else []
         mod.effects.extend(part for part in parts if _calls(part))
 

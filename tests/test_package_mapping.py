@@ -702,11 +702,14 @@ def test_a_failed_import_leaves_no_half_imported_module(staged):
 
 def test_the_handouts_init_is_no_dynamic_code_for_the_source_checks():
     package = load_package(IMPORTS, catalogue())
-    found = scan_package(package.data, ["cs336_basics.model"], ["torch.nn.functional.embedding"])
+    found = [f for f in scan_package(package.data, ["cs336_basics.model"], ["torch.nn.functional.embedding"],
+                                     entries=[("cs336_basics.model", "TokenEmbedding")])
+             if not f.advice_only]  # advice: `RUN = wandb.run` (no graded code reads it), logged.py (nothing imports it)
     assert found == [], [f.describe() for f in found]
     init = package.data["cs336_basics/__init__.py"] + b"importlib.metadata.entry_points()\n"
-    found = scan_package({**package.data, "cs336_basics/__init__.py": init}, ["cs336_basics.model"], [])
-    assert [f.what for f in found] == ["dynamic_code"]  # entry points load code: still flagged
+    found = scan_package({**package.data, "cs336_basics/__init__.py": init}, ["cs336_basics.model"], [],
+                         entries=[("cs336_basics.model", "TokenEmbedding")])
+    assert [f.what for f in found if not f.advice_only] == ["dynamic_code"]  # entry points load code: flagged
 
 
 def test_staged_copy_holds_the_scanned_bytes_data_files_and_metadata(tmp_path):

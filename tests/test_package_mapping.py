@@ -20,7 +20,7 @@ import torch
 
 from helpers import catalogue
 from validator.api import grade
-from validator.checks.common import match_parameters, unmatched_parameters
+from validator.checks.common import match_parameters, tied_parameters, unmatched_parameters
 from validator.integrity import scan_package
 from validator.package import MapError, is_package_root, load_package, top_level_names
 from validator.runner import bind_by_position
@@ -235,6 +235,23 @@ def test_parameter_ties_are_settled_by_the_mapping_or_explained():
     assert "4 of your parameters have the shape (4, 4)" in why and "map q_proj.weight to one of" in why
     why = unmatched_parameters(expected, found, {"q_proj.weight": "query.weight"}, advice)
     assert "registers no parameter 'query.weight'" in why
+
+
+def test_a_tie_the_module_paths_settle_is_not_reported_as_a_tie():
+    """Only the leaf renamed (`ln1.W`, `ln2.W`): the module holding each says which norm it is; the
+    projections, renamed along their path too (`attn.wq.W`), still tie and need the mapping."""
+    found = [{"name": n, "shape": [8]} for n in ("ln1.W", "ln2.W")] + \
+        [{"name": f"attn.{n}.W", "shape": [8, 8]} for n in ("wq", "wk")]
+    expected = {"ln1.weight": (8,), "ln2.weight": (8,), "attn.q_proj.weight": (8, 8), "attn.k_proj.weight": (8, 8)}
+    assert match_parameters(expected, found)[0] is None
+    assert tied_parameters(expected, found) == ("attn.q_proj.weight", ["attn.wq.W", "attn.wk.W"])
+    explicit = {"attn.q_proj.weight": "attn.wq.W", "attn.k_proj.weight": "attn.wk.W"}
+    mapping, _ = match_parameters(expected, found, explicit)
+    assert mapping == {**explicit, "ln1.weight": "ln1.W", "ln2.weight": "ln2.W"}
+    assert tied_parameters(expected, found, explicit) is None
+    swapped = [{"name": n, "shape": [8]} for n in ("ln2.W", "ln1.W")]
+    assert match_parameters({"ln1.weight": (8,), "ln2.weight": (8,)}, swapped)[0] == \
+        {"ln1.weight": "ln1.W", "ln2.weight": "ln2.W"}
 
 
 def test_a_tie_the_stems_settle_is_not_reported_as_a_tie():

@@ -377,7 +377,23 @@ def _construct(target: Any, call: dict, origin: str | None):
         raise StudentError("construct", {
             "type": "TypeError", "mro": ["TypeError"],
             "message": f"{call['entry']}(...) built a {type(module).__name__}, not an nn.Module"})
+    if call.get("param_dtype"):
+        _stage("load", origin, _parameters_to, module, dtype_from_name(call["param_dtype"]))
     return module
+
+
+def _parameters_to(module: nn.Module, dtype: torch.dtype) -> None:
+    """Every floating parameter in ``dtype``, converted in place (the same Parameter objects, so ties hold).
+
+    The call's checks are not about dtype (see ``Context.build_call``): a parameter created in another
+    dtype, a slip the dtype checks report, would otherwise make them fail on a dtype mismatch
+    ("expected scalar type Double but found Float") instead of judging what they are about. Buffers are
+    left as built: a contract may fix their dtype (RoPE's tables), and type promotion handles them.
+    """
+    with torch.no_grad():
+        for param in module.parameters():
+            if param.is_floating_point() and param.dtype != dtype:
+                param.data = param.data.to(dtype)
 
 
 def bind_by_position(target: Any, args: list, kwargs: dict, order: list[str]) -> tuple[list, dict]:

@@ -303,6 +303,20 @@ def test_transformer_layers_in_place_get_the_verdicts_of_their_layers_copy(tmp_p
     assert set(verdicts(in_place).values()) == {"passed"}, verdicts(in_place)
 
 
+@pytest.mark.thorough
+def test_norms_renamed_only_in_the_leaf_need_no_mapping(tmp_path):
+    """The block's norms hold `gain` for the contract's `weight` (`ln1.gain`, `ln2.gain`, the same shape):
+    their module paths tell them apart, so the mapping only needs the projections, whose paths differ."""
+    root = copy_package(tmp_path)
+    patch(root, "pyproject.toml", '"ln1.weight" = "ln1.gain"\n"ln2.weight" = "ln2.gain"\n', "")
+    report = grade(root, challenges=["transformer_block"], seed=3, profile="quick", catalogue=catalogue(),
+                   package=load_package(root, catalogue()),
+                   checks=["parameters", "wiring", "matches_reference", "gradient"])
+    assert set(verdicts(report).values()) == {"passed"}, {c.id: c.message for c in report.challenges[0].checks}
+    said = next(c for c in report.challenges[0].checks if c.id == "parameters").message
+    assert "ln1.weight = your ln1.gain" in said and "ln2.weight = your ln2.gain" in said
+
+
 def test_package_in_place_gets_the_verdicts_of_its_layers_copy(tmp_path):
     in_place, copied = grade_both(FIXTURE, tmp_path, ["token_embedding"])
     assert verdicts(in_place) == verdicts(copied)

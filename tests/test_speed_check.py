@@ -25,16 +25,18 @@ CHECK = SimpleNamespace(id="speed", timeout=30.0)
 class Script:
     """The runner's ``seconds`` for the student's and the reference's timed calls, in the order they run."""
 
-    def __init__(self, student, reference, student_delay: float = 0.0):
+    def __init__(self, student, reference, student_delay: float = 0.0, wrong_from: int | None = None):
         self.student, self.reference = iter(student), iter(reference)
         self.student_delay = student_delay
+        self.wrong_from = wrong_from  # from this call on, the student's output is wrong
         self.student_calls = self.reference_calls = 0
 
     def run_student(self, ctx, check, call, doing=""):
         time.sleep(self.student_delay)  # a slow round trip to the worker: not the layer's time
         self.student_calls += 1
         seconds = 0.001 if call.get("repeat") == 1 else next(self.student)
-        return {"ok": True, "output": OUT, "seconds": seconds}
+        wrong = self.wrong_from is not None and self.student_calls >= self.wrong_from
+        return {"ok": True, "output": OUT + 1 if wrong else OUT, "seconds": seconds}
 
     def reference_call(self, call):
         self.reference_calls += 1
@@ -81,3 +83,9 @@ def test_far_too_slow_to_be_load_stops_within_its_budget(speed):
 
 def test_below_the_floor_a_ratio_proves_nothing(speed):
     assert "100.0x" in speed(Script(itertools.repeat(0.01), itertools.repeat(0.0001)), floor_seconds=0.02)
+
+
+def test_every_timed_run_must_compute_the_layer(speed):
+    """Fast but wrong once the warm-up is over: the speed of code that does not compute the layer proves nothing."""
+    with pytest.raises(CheckFailed, match="the code that was timed does not compute the layer"):
+        speed(Script(itertools.repeat(0.001), itertools.repeat(0.001), wrong_from=4))

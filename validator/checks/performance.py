@@ -195,17 +195,22 @@ def time_ratio(ctx: Context, check: CheckSpec, p: TimeParams) -> str:
     expected = ctx.reference_call(dict(call, repeat=1))["output"]
     call["want"] = []
     call["device"] = None  # timed on the CPU, like the reference it is compared with
-    got = run_student(ctx, check, dict(call, repeat=1, want=["output"]), "timing your code")  # warm-up, and its output
     atol, rtol = tolerance_for(expected.dtype, ctx.challenge.tolerance)
-    wrong = mismatch(got.get("output"), expected, atol=atol, rtol=rtol, what="the timed call's output")
-    if wrong:
-        raise CheckFailed(f"{wrong}: the code that was timed does not compute the layer "
-                          f"(at {_tokens(call)} elements), so its speed proves nothing")
+
+    def timed_student(repeat: int) -> float:
+        got = run_student(ctx, check, dict(call, repeat=repeat, want=["output"]), "timing your code")
+        wrong = mismatch(got.get("output"), expected, atol=atol, rtol=rtol, what="the timed call's output")
+        if wrong:
+            raise CheckFailed(f"{wrong}: the code that was timed does not compute the layer "
+                              f"(at {_tokens(call)} elements), so its speed proves nothing")
+        return _seconds(got)
+
+    timed_student(1)  # warm-up
     student, reference = [], []
     for rounds in range(1, max(1, p.rounds) + 1):
         spent = 0.0
         for i in range(max(2, p.tries)):
-            student.append(_seconds(run_student(ctx, check, call, "timing your code")))
+            student.append(timed_student(p.repeat))
             reference.append(_seconds(_reference_single_threaded(ctx, call)))
             spent += student[-1]
             if i >= 1 and spent > p.budget_seconds:

@@ -538,8 +538,11 @@ def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None)
             torch.manual_seed(int(seed))
         started = time.perf_counter()
         with (observation if observation is not None else contextlib.nullcontext()):
-            for _ in range(1 if construct_only else max(1, int(call.get("repeat", 1)))):
-                inputs = _inputs(call, device)
+            each = runner.pass_inputs(call)
+            repeat = len(each) if len(each) > 1 else max(1, int(call.get("repeat", 1)))
+            outputs = []
+            for n in range(1 if construct_only else repeat):
+                inputs = runner.prepare_inputs(each[n % len(each)], device)
                 weights = {k: (v.to(device) if device is not None else v.clone()).requires_grad_(
                     grad_output is not None and v.is_floating_point()) for k, v in state.items()}
                 kwargs, unflatten = _arguments(entry, variant, call, inputs, weights)
@@ -574,6 +577,8 @@ def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None)
                                   grad_output.to(dtype=output.dtype, device=output.device))
                     if observation is not None:
                         observation.check_modes("backward")
+                if len(each) > 1:
+                    outputs.append(output)
         elapsed = time.perf_counter() - started
     missing = sorted(set(inject) - watch.injected) if watch is not None else []
     if missing:
@@ -600,6 +605,8 @@ def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None)
     result["output_is_subclass"] = type(output) is not torch.Tensor
     if "output" in want:
         result["output"] = output
+        if outputs:
+            result["pass_outputs"] = outputs
     if "input_grads" in want:
         result["input_grads"] = [(t.grad.detach().clone() if isinstance(t, torch.Tensor) and t.grad is not None
                                   else None) for t in inputs]
@@ -615,15 +622,7 @@ def _until_aborted(fn, kwargs: dict) -> Any:
 
 
 def _inputs(call: dict, device: str | None) -> list:
-    out = []
-    for item in call.get("inputs", []):
-        value = item["value"]
-        if isinstance(value, torch.Tensor):
-            value = value.clone() if device is None else value.to(device)
-            if item.get("requires_grad"):
-                value.requires_grad_(True)
-        out.append(value)
-    return out
+    return runner.prepare_inputs(call.get("inputs", []), device)
 
 
 def _checked_output(output: Any, variant: dict, unflatten: dict, device: str | None, inputs: list) -> torch.Tensor:

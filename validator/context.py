@@ -44,6 +44,11 @@ class NotGraded(CheckSkipped):
     it is reported as not graded, with the reason, and counts for nothing either way."""
 
 
+# Keys of a call that make the run yield evidence about how the layer computes (ops, memory, time over several
+# passes): such a call goes through validator.checks.evidence.measured, which grades the run's output as well,
+# so that a layer cannot behave one way when measured and another when graded.
+EVIDENCE_KEYS = ("trace_ops", "track_memory", "repeat")
+
 NOT_GRADED_STAGE = "not_graded"  # a worker reply's stage when a call cannot be made through the adapter
 
 
@@ -208,11 +213,15 @@ class Context:
             call = dict(call, state={mapping.get(k, k): v for k, v in call["state"].items()})
         return call
 
-    def student(self, call: dict, timeout: float, doing: str = "running your code") -> dict:
+    def student(self, call: dict, timeout: float, doing: str = "running your code", *, evidence: bool = False) -> dict:
+        """The student's result for ``call``; a call that yields evidence (EVIDENCE_KEYS) must say so
+        (``evidence=True``, which only validator.checks.evidence.measured passes: it grades the run's output)."""
+        _refuse_ungraded_evidence([call], evidence)
         reply = self.worker.request({"op": "execute", "call": self.for_student(call)}, self._timeout(timeout), doing)
         return self._rename_back(call, _raise_if_not_graded(reply))
 
     def student_many(self, calls: list[dict], timeout: float, doing: str = "running your code") -> list[dict]:
+        _refuse_ungraded_evidence(calls, False)
         reply = self.worker.request({"op": "execute_many", "calls": [self.for_student(c) for c in calls]},
                                     self._timeout(timeout), doing)
         if not reply.get("ok"):
@@ -259,6 +268,17 @@ class Context:
     def reference_raw(self, call: dict) -> dict:
         """The reference's result for ``call``, as it is (a check that expects it to raise reads this)."""
         return self.ref.call(self.challenge.id, call)
+
+
+def _refuse_ungraded_evidence(calls: list[dict], evidence: bool) -> None:
+    if evidence:
+        return
+    for call in calls:
+        keys = [k for k in EVIDENCE_KEYS if (int(call.get(k) or 1) > 1 if k == "repeat" else call.get(k))]
+        if keys:
+            raise RuntimeError(f"a call with {', '.join(keys)} yields evidence and must be made through "
+                               "validator.checks.evidence.measured, which compares the measured run's output "
+                               "with the reference's (a grader bug, not the student's)")
 
 
 def _raise_if_not_graded(reply: dict) -> dict:

@@ -521,6 +521,25 @@ def execute(namespace: dict, call: dict, origin: str | None = None) -> dict:
         return reply
 
 
+def pass_inputs(call: dict) -> list[list[dict]]:
+    """The inputs of each pass of a call: ``inputs``, then each of ``more_inputs`` (a measured run gives every
+    pass inputs of its own, so that no pass can replay what an earlier one computed)."""
+    return [call.get("inputs", [])] + list(call.get("more_inputs") or [])
+
+
+def prepare_inputs(items: list[dict], device: str | None) -> list:
+    """One pass's arguments: tensors copied (or moved to ``device``), gradients asked for where the spec says."""
+    out = []
+    for item in items:
+        value = item["value"]
+        if isinstance(value, torch.Tensor):
+            value = value.clone() if device is None else value.to(device)
+            if item.get("requires_grad"):
+                value.requires_grad_(True)
+        out.append(value)
+    return out
+
+
 def _to_cpu(obj: Any) -> Any:
     """Every tensor of a result on the CPU: the wire format and the comparisons live there."""
     if isinstance(obj, torch.Tensor):
@@ -589,14 +608,8 @@ def _execute_call(namespace: dict, call: dict, origin: str | None) -> dict:
             return result
         if module is not None and device is not None:
             _stage("to_device", origin, module.to, device)
-        inputs = []
-        for item in call.get("inputs", []):
-            value = item["value"]
-            if isinstance(value, torch.Tensor):
-                value = value.clone() if device is None else value.to(device)
-                if item.get("requires_grad"):
-                    value.requires_grad_(True)
-            inputs.append(value)
+        passes = [prepare_inputs(items, device) for items in pass_inputs(call)]
+        inputs = passes[0]
         if call["kind"] == "module":
             fn = module
         elif call["kind"] == "autograd_function":
@@ -610,12 +623,14 @@ def _execute_call(namespace: dict, call: dict, origin: str | None) -> dict:
                               marker=f"validator::{secrets.token_hex(8)}") if (
             call.get("trace_ops") or call.get("track_memory")) else None
         observation = Observation(recorder) if recorder is not None else None
-        repeat = max(1, int(call.get("repeat", 1)))
+        repeat = len(passes) if len(passes) > 1 else max(1, int(call.get("repeat", 1)))
+        outputs = []
         if seed is not None:
             torch.manual_seed(int(seed) + 1)
         started = _CLOCK()
         with (observation if observation is not None else contextlib.nullcontext()):
-            for _ in range(repeat):
+            for n in range(repeat):
+                inputs = passes[n % len(passes)]
                 output = _stage("forward", origin, fn, *inputs)
                 if observation is not None:
                     observation.check_modes("forward")
@@ -645,6 +660,8 @@ def _execute_call(namespace: dict, call: dict, origin: str | None) -> dict:
                            grad_output.to(dtype=output.dtype, device=output.device))
                     if observation is not None:
                         observation.check_modes("backward")
+                if len(passes) > 1:
+                    outputs.append(output)
         result["seconds"] = _CLOCK() - started
         if recorder is not None:
             result["ops"] = dict(recorder.counts)
@@ -655,6 +672,8 @@ def _execute_call(namespace: dict, call: dict, origin: str | None) -> dict:
         result["output_is_subclass"] = type(output) is not torch.Tensor
         if "output" in want:
             result["output"] = output
+            if outputs:
+                result["pass_outputs"] = outputs
         if "param_grads" in want and module is not None:
             # every name of a shared (tied) parameter, whichever submodule registered it first
             result["param_grads"] = {n: (p.grad.detach().clone() if p.grad is not None else None)

@@ -8,7 +8,7 @@ import torch
 
 from validator.cases import case_strategy
 from validator.checks import Params, for_all, register
-from validator.checks.common import CheckFailed, entry_of, run_student
+from validator.checks.common import CheckFailed, entry_of, random_like
 from validator.context import Context
 from validator.integrity import CONSTRUCTS, Finding, Unreadable, scan_package, scan_source, scan_submission
 from validator.spec.schema import CheckSpec
@@ -147,16 +147,18 @@ def forbidden_runtime(ctx: Context, check: CheckSpec, p: RuntimeParams) -> str:
     banned = set(p.ops if p.ops is not None else ctx.challenge.forbidden.runtime)
     name, entry = entry_of(ctx, check)
 
+    from validator.checks.evidence import measured
+
     def body(case):
         dtype = torch.get_default_dtype()
         state = ctx.make_state(entry, case.dims, case.seed, dtype) if entry.kind == "module" else None
         probe = ctx.build_call(name, case, want=["output"], state=state)
         ref = ctx.reference_call(probe)["output"]
-        grad = torch.ones(ref.shape, dtype=ref.dtype)
-        got = run_student(ctx, check, dict(probe, grad_output=grad, trace_ops=True))
+        grad = random_like(ref, case.seed + 1)
+        # the traced run is a graded run: its values must be the reference's (validator.checks.evidence)
+        got = measured(ctx, check, dict(probe, grad_output=grad, trace_ops=True), "tracing your forward/backward")
         used = forbidden_in({**got.get("profiled_ops", {}), **got.get("ops", {})}, sorted(banned))
         if used:
             raise CheckFailed(f"your forward/backward ran {', '.join(used)}: {p.advice}")
-        raise_if_tampered(got, "tracing your forward/backward")
     runs = for_all(ctx, check, case_strategy(ctx.challenge, entry, p.inputs), body, p.max_examples)
     return f"traced {runs} forward/backward passes: no forbidden op"

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import random
+import zlib
 from typing import Any, Literal, Optional, Union
 
 import torch
 
 from validator.checks import Params, register
 from validator.checks.common import CheckFailed, entry_of, probe_dims, raise_if_failed, run_student
+from validator.compare import mismatch, tolerance_for
 from validator.cases import fixed_case
 from validator.context import Context
 from validator.spec.schema import CheckSpec, resolve
@@ -66,24 +68,34 @@ def _through_output(ctx: Context, name: str, p: InitParams) -> bool:
     return p.sample == "output" and not ctx.adapted(name)
 
 
-def _build(ctx: Context, check: CheckSpec, p: InitParams, seed: int | None, dims: dict[str, int] | None = None) -> dict:
+def _build(ctx: Context, check: CheckSpec, p: InitParams, seed: int | None, dims: dict[str, int] | None = None,
+           n: int = 0) -> dict:
     """A construct-only call (or, for ``sample: output``, construct and look up every ID);
     ``seed=None`` leaves torch's generator as the previous call left it."""
     name, entry = entry_of(ctx, check)
     dims = dims or probe_dims(ctx)
     case = fixed_case(ctx.challenge, entry, dims=dims, seed=0)
     if _through_output(ctx, name, p):
-        call = ctx.build_call(name, case, want=["output"], seed=seed, reseed=seed is not None)
+        call = ctx.build_call(name, case, want=["output", "params"], seed=seed, reseed=seed is not None)
         (ids_name,) = entry.call
         high = int(resolve(ctx.challenge.inputs[ids_name].high, case.dims))
         # one sequence of every ID, shaped (batch=1, seq): the shape every layer of the course takes,
-        # so a forward that handles only some ranks costs its shape checks, not the init ones
-        call["inputs"] = [{"value": torch.arange(high).view(1, high), "requires_grad": False}]
+        # so a forward that handles only some ranks costs its shape checks, not the init ones. The IDs come
+        # in an order drawn for this call alone (never arange, never the order of another call): a layer
+        # cannot recognise the sample and return another table than the one it uses
+        order = torch.randperm(high, generator=torch.Generator().manual_seed(_order_seed(ctx, check, seed, n)))
+        call["inputs"] = [{"value": order.view(1, high), "requires_grad": False}]
+        call["_order"] = order
         return call
     return ctx.build_call(name, case, want=["params", "construct_only"], seed=seed, reseed=seed is not None)
 
 
-def _param(ctx: Context, result: dict, p: InitParams, name: str) -> torch.Tensor:
+def _order_seed(ctx: Context, check: CheckSpec, seed: int | None, n: int) -> int:
+    """A seed for the order of the IDs of one sample: from the run's seed, and different for each call of a check."""
+    return zlib.crc32(f"{ctx.check_seed(check.id)}/order/{seed}/{n}".encode())
+
+
+def _param(ctx: Context, result: dict, p: InitParams, name: str, call: dict | None = None) -> torch.Tensor:
     if _through_output(ctx, name, p):
         t = result.get("output")
         if not isinstance(t, torch.Tensor) or t.dim() == 0 or t.numel() == 0:
@@ -93,6 +105,11 @@ def _param(ctx: Context, result: dict, p: InitParams, name: str) -> torch.Tensor
         # The statistics judge the values the layer returns, whatever their arrangement: a wrong output
         # shape is the shape checks' business, not the initialisation's.
         t = t.detach().reshape(-1, t.shape[-1])
+        order = (call or {}).get("_order")
+        if order is not None and t.shape[0] == order.numel():
+            table = torch.empty_like(t)
+            table[order] = t  # row i of the output is the row of ID order[i]: back in ID order
+            t = table
     else:
         student_name = p.parameter  # replies are already renamed to the contract's names
         params = result.get("params") or {}
@@ -105,6 +122,22 @@ def _param(ctx: Context, result: dict, p: InitParams, name: str) -> torch.Tensor
         keep = [i for i in range(t.shape[0]) if i not in set(p.exclude_rows)]
         t = t[keep]
     return t
+
+
+def _same_as_weight(table: torch.Tensor, result: dict, p: InitParams) -> None:
+    """The rows forward returns for every ID must be the layer's own ``p.parameter`` as it was built: the statistics
+    judge the table the layer uses, and that table must be the one it registers (and the grader loads)."""
+    own = (result.get("params") or {}).get(p.parameter)
+    if not isinstance(own, torch.Tensor) or tuple(own.shape) != tuple(table.shape):
+        return  # no such parameter, or of another shape: the `parameters` check says so
+    own = own.detach().to(table.dtype)
+    atol, rtol = tolerance_for(own.dtype)
+    wrong = mismatch(table, own, atol=atol, rtol=rtol, what="the rows forward returns (by ID)", check_dtype=False)
+    if wrong:
+        raise CheckFailed(f"{wrong.replace(' expected ', ' your `' + p.parameter + '` holds ', 1)}: forward does not "
+                          f"return the rows of the layer's own `{p.parameter}` (looked up in a shuffled order of "
+                          "every ID, then put back in ID order). The initial statistics are judged on the table the "
+                          "layer uses, and it must be the parameter it registers")
 
 
 def _finite(t: torch.Tensor, what: str) -> None:
@@ -122,9 +155,11 @@ def _what(ctx: Context, name: str, p: InitParams) -> str:
 def init_distribution(ctx: Context, check: CheckSpec, p: InitParams) -> str:
     name, entry = entry_of(ctx, check)
     dims = _dims(ctx, check, p)
-    result = run_student(ctx, check, _build(ctx, check, p, ctx.check_seed(check.id), dims),
-                         "building a large layer")
-    sample = _param(ctx, result, p, name)
+    call = _build(ctx, check, p, ctx.check_seed(check.id), dims)
+    result = run_student(ctx, check, call, "building a large layer")
+    sample = _param(ctx, result, p, name, call)
+    if _through_output(ctx, name, p):
+        _same_as_weight(sample, result, p)
     shown = ", ".join(f"{k}={v}" for k, v in dims.items() if k in p.dims)
     dist = Distribution.from_spec(p.distribution, tuple(ctx.expected_parameters(entry, dims)[p.parameter]))
     problems, facts = distribution_problems(sample, dist, p.false_failure)
@@ -141,11 +176,11 @@ def init_distribution(ctx: Context, check: CheckSpec, p: InitParams) -> str:
 @register("init_independent", InitParams, uses_reference=False)
 def init_independent(ctx: Context, check: CheckSpec, p: InitParams) -> str:
     name, _ = entry_of(ctx, check)
-    calls = [_build(ctx, check, p, None), _build(ctx, check, p, None)]
+    calls = [_build(ctx, check, p, None, n=0), _build(ctx, check, p, None, n=1)]
     first, second = ctx.student_many(calls, check.timeout, "building two layers")
     for call, r in zip(calls, (first, second)):
         raise_if_failed(ctx, call, r)  # the student's exception where it was raised, or the grader's failure
-    a, b = _param(ctx, first, p, name), _param(ctx, second, p, name)
+    a, b = _param(ctx, first, p, name, calls[0]), _param(ctx, second, p, name, calls[1])
     _finite(a, f"{_what(ctx, name, p)} of the first layer")
     _finite(b, f"{_what(ctx, name, p)} of the second layer")
     if a.numel() > 1 and torch.equal(a, b):
@@ -158,11 +193,11 @@ def init_independent(ctx: Context, check: CheckSpec, p: InitParams) -> str:
 def init_reproducible(ctx: Context, check: CheckSpec, p: InitParams) -> str:
     name, _ = entry_of(ctx, check)
     seed = ctx.check_seed(check.id)
-    calls = [_build(ctx, check, p, seed), _build(ctx, check, p, seed)]
+    calls = [_build(ctx, check, p, seed, n=0), _build(ctx, check, p, seed, n=1)]
     first, second = ctx.student_many(calls, check.timeout, "building a layer twice")
     for call, r in zip(calls, (first, second)):
         raise_if_failed(ctx, call, r)
-    a, b = _param(ctx, first, p, name), _param(ctx, second, p, name)
+    a, b = _param(ctx, first, p, name, calls[0]), _param(ctx, second, p, name, calls[1])
     _finite(a, f"{_what(ctx, name, p)} after torch.manual_seed({seed})")
     if not torch.equal(a, b):
         raise CheckFailed(f"torch.manual_seed({seed}) before construction gave different `{p.parameter}` twice: draw "

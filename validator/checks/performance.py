@@ -14,9 +14,8 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from validator.cases import fixed_case
 from validator.checks import Params, register
-from validator.checks.common import CheckFailed, entry_of, run_student
-from validator.checks.constraint import raise_if_tampered
-from validator.compare import mismatch, tolerance_for
+from validator.checks.common import CheckFailed, entry_of, random_like
+from validator.checks.evidence import evidence_seed, fresh_call, measured, more_inputs
 from validator.context import Context
 from validator.spec.schema import CheckSpec
 
@@ -53,26 +52,22 @@ def _rng(ctx: Context, check: CheckSpec, salt: str) -> random.Random:
     return random.Random(f"{ctx.check_seed(check.id)}/{salt}")
 
 
-def _call(ctx: Context, check: CheckSpec, size: Size, seed: int = 0, rng: random.Random | None = None,
-          **extra) -> dict:
-    name, entry = entry_of(ctx, check)
-    dims, shapes = size.draw(rng or _rng(ctx, check, "size"))
-    case = fixed_case(ctx.challenge, entry, dims=dims, shapes=shapes, seed=seed)
-    dtype = torch.get_default_dtype()
-    state = ctx.make_state(entry, case.dims, seed, dtype) if entry.kind == "module" else None
-    probe = ctx.build_call(name, case, want=["output"], state=state)
-    ref = ctx.reference_call(probe)["output"]
-    call = dict(probe, grad_output=torch.ones(ref.shape, dtype=ref.dtype), **extra)
-    call["_dims"] = case.dims
-    return call
+def _call(ctx: Context, check: CheckSpec, size: Size, run: object, rng: random.Random | None = None,
+          drawn: tuple[dict, dict] | None = None, **extra) -> dict:
+    """A measured call at ``size`` (drawn from ``rng``, or ``drawn`` already), on inputs, weights and an upstream
+    gradient of its own, drawn for the run named ``run`` (see validator.checks.evidence)."""
+    name, _ = entry_of(ctx, check)
+    dims, shapes = drawn or size.draw(rng or _rng(ctx, check, "size"))
+    seed = evidence_seed(ctx, check, run)
+    call = fresh_call(ctx, name, seed, dims=dims, shapes=shapes)
+    ref = ctx.reference_call(call)["output"]
+    return dict(call, grad_output=random_like(ref, seed + 1), **extra)
 
 
 def _observed(ctx: Context, check: CheckSpec, call: dict, doing: str = "running your code") -> dict:
-    """A traced run whose evidence was not tampered with (see validator.runner.Observation)."""
-    call = {k: v for k, v in call.items() if not k.startswith("_")}
-    result = run_student(ctx, check, call, doing)
-    raise_if_tampered(result, doing)
-    return result
+    """A measured run whose evidence was not tampered with (see validator.runner.Observation) and whose values
+    are the layer's (see validator.checks.evidence.measured)."""
+    return measured(ctx, check, call, doing)
 
 
 def _tokens(call: dict) -> int:
@@ -95,13 +90,13 @@ def _dims_note(call: dict) -> str:
 @register("op_scaling", ScalingParams)
 def op_scaling(ctx: Context, check: CheckSpec, p: ScalingParams) -> str:
     rng = _rng(ctx, check, "sizes")
-    small_call = _call(ctx, check, p.small, rng=rng, trace_ops=True)
-    small = _observed(ctx, check, small_call)
+    small_call = _call(ctx, check, p.small, "small", rng=rng, trace_ops=True)
+    small = _observed(ctx, check, small_call, "counting the tensor ops of your code")
     n_small = sum(small["ops"].values())
     notes = []
-    for size, doing in [(p.large, "a larger input")] + [(g, "a larger size") for g in p.grow]:
-        call = _call(ctx, check, size, rng=rng, trace_ops=True)
-        got = _observed(ctx, check, call, f"running your code on {doing}")
+    for n, (size, doing) in enumerate([(p.large, "a larger input")] + [(g, "a larger size") for g in p.grow]):
+        call = _call(ctx, check, size, ("larger", n), rng=rng, trace_ops=True)
+        got = _observed(ctx, check, call, f"counting the tensor ops of your code on {doing}")
         n = sum(got["ops"].values())
         if n - n_small > p.max_extra_ops:
             grew = sorted(((got["ops"].get(k, 0) - small["ops"].get(k, 0), k) for k in got["ops"]), reverse=True)[:3]
@@ -126,10 +121,10 @@ class MemoryParams(Params):
 def memory_scaling(ctx: Context, check: CheckSpec, p: MemoryParams) -> str:
     name, entry = entry_of(ctx, check)
     rng = _rng(ctx, check, "sizes")
-    small_call = _call(ctx, check, p.small, rng=rng, track_memory=True)
-    large_call = _call(ctx, check, p.large, rng=rng, track_memory=True)
-    small = _observed(ctx, check, small_call)
-    large = _observed(ctx, check, large_call, "running your code with a larger table")
+    small_call = _call(ctx, check, p.small, "small", rng=rng, track_memory=True)
+    large_call = _call(ctx, check, p.large, "large", rng=rng, track_memory=True)
+    small = _observed(ctx, check, small_call, "measuring the memory your code holds")
+    large = _observed(ctx, check, large_call, "measuring the memory your code holds with a larger table")
     itemsize = torch.empty((), dtype=torch.get_default_dtype()).element_size()
 
     def one(dims: dict) -> int:
@@ -190,27 +185,26 @@ def time_ratio(ctx: Context, check: CheckSpec, p: TimeParams) -> str:
     minima over all of them) before it fails: a spell of load that hit only the student's runs cannot
     fail correct code, while a per-token Python loop stays 100x slower in every round.
     """
-    call = _call(ctx, check, p.case, repeat=p.repeat)
-    call.pop("_dims")
-    expected = ctx.reference_call(dict(call, repeat=1))["output"]
-    call["want"] = []
-    call["device"] = None  # timed on the CPU, like the reference it is compared with
-    atol, rtol = tolerance_for(expected.dtype, ctx.challenge.tolerance)
+    size = p.case.draw(_rng(ctx, check, "size"))
+    tokens = [0]
 
-    def timed_student(repeat: int) -> float:
-        got = run_student(ctx, check, dict(call, repeat=repeat, want=["output"]), "timing your code")
-        wrong = mismatch(got.get("output"), expected, atol=atol, rtol=rtol, what="the timed call's output")
-        if wrong:
-            raise CheckFailed(f"{wrong}: the code that was timed does not compute the layer "
-                              f"(at {_tokens(call)} elements), so its speed proves nothing")
-        return _seconds(got)
+    def timed_student(run: object, repeat: int) -> tuple[float, dict]:
+        """One timed run on inputs of its own (every pass too): a cache of an earlier run or pass gains nothing,
+        and the run's every output must be the reference's (validator.checks.evidence.measured)."""
+        call = _call(ctx, check, p.case, run, drawn=size, repeat=repeat)
+        call["more_inputs"] = more_inputs(ctx, call, repeat, call["seed"])
+        call["device"] = None  # timed on the CPU, like the reference it is compared with
+        tokens[0] = _tokens(call)
+        got = measured(ctx, check, call, f"timing your code (at {_tokens(call)} elements)")
+        return _seconds(got), call
 
-    timed_student(1)  # warm-up
+    timed_student("warm-up", 1)
     student, reference = [], []
     for rounds in range(1, max(1, p.rounds) + 1):
         spent = 0.0
         for i in range(max(2, p.tries)):
-            student.append(timed_student(p.repeat))
+            seconds, call = timed_student(("try", rounds, i), p.repeat)
+            student.append(seconds)
             reference.append(_seconds(_reference_single_threaded(ctx, call)))
             spent += student[-1]
             if i >= 1 and spent > p.budget_seconds:
@@ -221,7 +215,7 @@ def time_ratio(ctx: Context, check: CheckSpec, p: TimeParams) -> str:
             break
     summary = (f"{best * 1e3:.2f} ms vs reference {ref_best * 1e3:.2f} ms ({ratio:.1f}x; the fastest of "
                f"{len(student)} interleaved runs each, {rounds} round{'s' if rounds > 1 else ''}) for {p.repeat} "
-               f"passes over {_tokens(call)} elements")
+               f"passes over {tokens[0]} elements each (every pass on inputs of its own)")
     if slow:
         raise CheckFailed(summary + f", allowed {p.max_ratio:g}x: avoid Python loops and dense one-hot products")
     return summary

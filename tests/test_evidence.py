@@ -1,0 +1,91 @@
+"""Evidence only from graded runs (validator.checks.evidence): a measured run's values are the layer's.
+
+The worker and the reference are scripted here: what `measured` does with their answers is the subject.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from validator.checks import evidence
+from validator.checks.constraint import ReviewFailure
+from validator.context import Context
+
+RIGHT = torch.arange(6.0).reshape(2, 3)
+CHECK = SimpleNamespace(id="vectorised", timeout=10.0)
+
+
+class Layer:
+    """The student's answers: ``measured_output`` where the call traces ops, ``plain_output`` elsewhere."""
+
+    def __init__(self, measured_output, plain_output):
+        self.measured_output, self.plain_output = measured_output, plain_output
+        self.calls = []
+
+    def student(self, call, timeout, doing="", evidence=False):
+        self.calls.append((call, evidence))
+        traced = call.get("trace_ops")
+        return {"ok": True, "output": self.measured_output if traced else self.plain_output, "ops": {"aten.index": 1}}
+
+
+@pytest.fixture
+def ctx(monkeypatch):
+    monkeypatch.setattr(evidence, "redraw", lambda ctx, call, seed: dict(call, seed=seed))
+
+    def make(layer):
+        return SimpleNamespace(challenge=SimpleNamespace(tolerance="exact"), check_seed=lambda check_id: 5,
+                               student=layer.student, reference_call=lambda call: {"ok": True, "output": RIGHT})
+    return make
+
+
+CALL = {"entry": "Embedding", "kind": "module", "inputs": [], "want": ["output"], "trace_ops": True, "seed": 3,
+        "_dims": {"num_embeddings": 7}}
+
+
+def test_a_right_measured_run_is_its_evidence(ctx):
+    layer = Layer(RIGHT, RIGHT)
+    got = evidence.measured(ctx(layer), CHECK, CALL, "counting ops")
+    assert got["ops"] == {"aten.index": 1}
+    assert [e for _, e in layer.calls] == [True]  # no unmeasured run was needed
+
+
+def test_wrong_only_when_measured_fails_and_is_reviewed(ctx):
+    layer = Layer(torch.zeros(2, 3), RIGHT)
+    with pytest.raises(ReviewFailure, match=r"counting ops: the measured run's output: 5 of 6 elements differ.*"
+                                            r"right values on fresh inputs of the same size \(num_embeddings=7\)") as exc:
+        evidence.measured(ctx(layer), CHECK, CALL, "counting ops")
+    assert exc.value.review
+    unmeasured = [c for c, e in layer.calls if not e]
+    assert unmeasured and all("trace_ops" not in c for c in unmeasured)
+
+
+def test_a_layer_wrong_everywhere_is_judged_as_it_is(ctx):
+    """One bug, one check: a wrong layer loses the value checks, not the evidence of how it computes."""
+    wrong = RIGHT + 1
+    got = evidence.measured(ctx(Layer(wrong, wrong)), CHECK, CALL, "counting ops")
+    assert torch.equal(got["output"], wrong)
+
+
+def test_rounding_is_not_a_different_layer(ctx):
+    """A float32 result in another order (a relative 1e-6 off) is the layer's, even at an exact tolerance."""
+    got = evidence.measured(ctx(Layer(RIGHT * (1 + 1e-6), RIGHT)), CHECK, CALL, "counting ops")
+    assert got["ok"]
+
+
+def test_each_run_draws_a_seed_of_its_own():
+    ctx = SimpleNamespace(check_seed=lambda check_id: 5)
+    seeds = {evidence.evidence_seed(ctx, CHECK, run) for run in ("small", ("larger", 0), ("larger", 1), "warm-up")}
+    assert len(seeds) == 4 and 0 not in seeds
+
+
+def test_a_call_that_measures_must_go_through_measured():
+    """The engine refuses evidence from a run that nobody grades: a future check cannot forget it."""
+    ctx = Context(challenge=None, ref=None, worker=None, student_file=None, seed=0, settings=None)
+    for key, value in (("trace_ops", True), ("track_memory", True), ("repeat", 3)):
+        with pytest.raises(RuntimeError, match="validator.checks.evidence.measured"):
+            ctx.student({**CALL, "trace_ops": False, key: value}, 1.0)
+        with pytest.raises(RuntimeError, match="validator.checks.evidence.measured"):
+            ctx.student_many([{**CALL, "trace_ops": False, key: value}], 1.0)

@@ -104,12 +104,11 @@ def _param(ctx: Context, result: dict, p: InitParams, name: str, call: dict | No
                               "not a row of values per ID")
         # The statistics judge the values the layer returns, whatever their arrangement: a wrong output
         # shape is the shape checks' business, not the initialisation's.
-        t = t.detach().reshape(-1, t.shape[-1])
         order = (call or {}).get("_order")
-        if order is not None and t.shape[0] == order.numel():
-            table = torch.empty_like(t)
-            table[order] = t  # row i of the output is the row of ID order[i]: back in ID order
-            t = table
+        t = t.detach()
+        if order is not None:
+            t = _in_id_order(t, order)
+        t = t.reshape(-1, t.shape[-1])
     else:
         student_name = p.parameter  # replies are already renamed to the contract's names
         params = result.get("params") or {}
@@ -122,6 +121,20 @@ def _param(ctx: Context, result: dict, p: InitParams, name: str, call: dict | No
         keep = [i for i in range(t.shape[0]) if i not in set(p.exclude_rows)]
         t = t[keep]
     return t
+
+
+def _in_id_order(t: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """``t``, the output for the IDs ``order`` (a permutation), back in ID order: along the sequence axis of the
+    contract's ``(1, n, ...)``, else along the last axis of size n (a layer that returns another arrangement)."""
+    n = order.numel()
+    if t.dim() >= 2 and t.shape[0] == 1 and t.shape[1] == n:
+        axis = 1
+    else:
+        axes = [d for d in range(t.dim()) if t.shape[d] == n]
+        if not axes:
+            return t
+        axis = axes[-1]
+    return t.index_select(axis, torch.argsort(order))  # position i holds ID order[i]
 
 
 def _same_as_weight(table: torch.Tensor, result: dict, p: InitParams) -> None:

@@ -16,6 +16,7 @@ from typing import Sequence
 
 from validator.reporters import write_atomic
 from validator.reporters.figures import bound_notes, num
+from validator.reporters.sanitize import safe_report
 from validator.reporters.terminal import (
     BREAKDOWN_LABELS,
     breakdown,
@@ -203,6 +204,8 @@ def check_html(ch: ChallengeResult, c: CheckResult) -> str:
     if c.message:
         parts.append(f"<pre>{esc(c.message)}</pre>")
     parts.extend(figure_html(f) for f in c.figures)
+    if c.answer:
+        parts.append(f'<p class="why">answer: {esc(c.answer)}</p>')
     if c.explanation:
         parts.append(f'<p class="why">why: {esc(c.explanation.strip())}</p>')
     if c.review:
@@ -267,7 +270,9 @@ def page(title: str, sections: Sequence[Section], *, headline: str = "") -> str:
 
 
 def render_html(report: Report, *, extra_sections: Sequence[Section] = (), title: str = "validator report") -> str:
-    """The report as one HTML document; ``extra_sections`` go after the challenges."""
+    """The report as one HTML document; ``extra_sections`` go after the challenges. Student text is made
+    visible (:mod:`validator.reporters.sanitize`) before it is escaped."""
+    report = safe_report(report)
     return page(title, [*report_sections(report), *extra_sections], headline=headline_html(report))
 
 

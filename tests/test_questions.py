@@ -221,7 +221,7 @@ def test_the_answer_key_is_accepted_as_answers():
     key = Path(__file__).resolve().parents[1] / "reference" / "answer_key.yaml"
     answers = load_answers(key)
     assert answers["token_embedding"]["gpt2_token_table_params"] == 38597376
-    assert answers["token_embedding"]["negative_id_wraps"] == "a"
+    assert answers["token_embedding"]["negative_id_wraps"] == "c"
 
 
 # -- the prompt edits answers.yaml in place ----------------------------------------------------

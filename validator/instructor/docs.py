@@ -149,7 +149,7 @@ def answers_template(catalogue: Mapping[str, Challenge]) -> str:
 
 def _params_words(question) -> str:
     """``<n>`` is one of 4096, 8192; ...: what a page says of the numbers drawn per student."""
-    return "; ".join(f"<{name}> is one of {', '.join(show_number(v) for v in values)}"
+    return "; ".join(f"<{name}> is one of {', '.join(show_number(v) for v in sorted(values))}"
                      for name, values in question.params.items())
 
 

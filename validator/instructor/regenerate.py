@@ -16,6 +16,7 @@ names another cause is seen before a student reads it.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -88,8 +89,8 @@ def plan(catalogue: dict[str, Challenge], *, reference_file: Path, challenges_di
 # -- the questions' lint: what a student could score without knowing anything ------------------------------
 GUESS_LIMIT = 0.40  # the share of choice questions a content-blind strategy may score over the catalogue
 LONGEST_MARGIN = 1.25  # a right choice this much longer than every other is a tell on its own
-_ABSOLUTE = __import__("re").compile(r"\b(always|never|only|all|none|every|must|cannot|impossible|guaranteed|"
-                                     r"completely|entirely)\b", __import__("re").I)
+_ABSOLUTE = re.compile(r"\b(always|never|only|all|none|every|must|cannot|impossible|guaranteed|completely|"
+                       r"entirely)\b", re.I)
 
 
 def _choice_questions(catalogue: dict[str, Challenge], key: dict) -> list[tuple[str, object, str]]:
@@ -156,7 +157,9 @@ def question_lint(catalogue: dict[str, Challenge], key: dict, wanted: Sequence[s
                         values = draw(cid, q, who)
                         answer = evaluate(entry.get("answer"), values)
                         shown = show_number(answer)
-                        if hint and (shown in render(str(hint), values).replace(",", "") and len(shown) >= 2):
+                        stated = re.search(rf"(?<![\w.]){re.escape(shown)}(?!\w|\.\d)",
+                                           render(str(hint), values).replace(",", ""))
+                        if hint and stated and len(shown) >= 2:
                             warnings.append(f"{where}: the hint states the answer ({shown}): a wrong answer's "
                                             "feedback would give it away")
                             break

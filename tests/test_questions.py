@@ -301,3 +301,45 @@ def test_numbers_and_letters_are_stored_so_yaml_reads_them_back(tmp_path):
     values = {"n": as_number("1.5e-5"), "m": as_number("1,234,567"), "y": "y", "yes": "yes", "f": as_number("256.0")}
     save_answers(path, {"c": values})
     assert load_answers(path) == {"c": values} and values["m"] == 1234567 and values["f"] == 256
+
+
+# -- the questions' lint: tells in the choices, hints that give the answer away ------------------------------
+def test_guessing_from_the_form_of_the_choices_scores_at_most_40_percent_of_the_catalogue():
+    """The red team scored 27 of 35 choice questions by picking the longest choice; no content-blind strategy
+    may score more than 40% (see benchmarks/guessing.py)."""
+    from pathlib import Path
+
+    from validator.instructor.regenerate import GUESS_LIMIT, guess_scores
+    from validator.questions import load_key
+
+    key = load_key(Path(__file__).resolve().parents[1] / "reference" / "answer_key.yaml")
+    scores = guess_scores(_template_challenges(), key)
+    assert scores["chance"][1] >= 30  # the catalogue's choice questions are all counted
+    over = {name: f"{value:g}/{n}" for name, (value, n) in scores.items() if value / n > GUESS_LIMIT}
+    assert not over, over
+
+
+def test_the_lint_names_each_tell_and_each_key_that_cannot_grade():
+    from validator.instructor.regenerate import question_lint
+    from validator.spec.schema import Challenge
+
+    tell = Question(id="tell", type="choice", prompt="Why?", choices={
+        "a": "No.", "b": "Because the long, careful and complete explanation is always the right one.", "c": "Yes."})
+    sized = Question(id="sized", type="numeric", prompt="How many for {n}?", params={"n": [10, 20]})
+    ch = Challenge.model_construct(id="c", questions=[tell, sized, NUMERIC])
+    key = {"c": {"tell": {"answer": "b", "hint": "Think: because the long, careful and complete explanation is "
+                                                "always the right one."},
+                 "sized": {"answer": "{n} * {m}"},
+                 "n": {"answer": 1234, "hint": "it is 1,234, of course"}}}
+    problems, warnings = question_lint({"c": ch}, key, ["c"])
+    assert problems == ["reference/answer_key.yaml: c.sized: the formula names m, which the question's params "
+                        "do not define (n)"]
+    text = "\n".join(warnings)
+    assert "c.tell: the right choice (b) is by far the longest" in text
+    assert "c.tell: the hint quotes the right choice" in text
+    assert "c.n: the hint states the answer (1234)" in text
+    assert "picking the longest choice scores 1 of 1 (100%" in text
+    key["c"]["sized"]["answer"] = "{n} * 2"
+    key["c"]["n"]["hint"] = "count in float32: 4 bytes, 2^20 per MiB"  # numbers, not the answer
+    problems, warnings = question_lint({"c": ch}, key, ["c"])
+    assert not problems and "states the answer" not in "\n".join(warnings)

@@ -581,8 +581,9 @@ def grade_question(question: Question, answer: Any, key: dict[str, Any] | None, 
             value = evaluate(answer, values) if isinstance(answer, KeyAnswer) else parse_number(answer)
             allowed = max(question.tolerance.get("abs", 0.0), question.tolerance.get("rel", 0.0) * abs(correct))
             ok = abs(value - correct) <= allowed
+            within = tolerance_text(question)
             message = "correct" if ok else (f"you answered {show_number(value)}{numbers}: not the answer "
-                                            f"(within {tolerance_text(question)})")
+                                            + ("(exactly)" if within == "exactly" else f"(within {within})"))
     except FormulaError as exc:
         return CheckResult(status="error", score=0.0, message=f"the answer key cannot grade this question ({exc}): "
                            "not your fault; course staff will regrade it", **base)

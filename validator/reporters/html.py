@@ -16,7 +16,7 @@ from typing import Sequence
 
 from validator.reporters import write_atomic
 from validator.reporters.figures import bound_notes, num
-from validator.reporters.sanitize import safe_report
+from validator.reporters.sanitize import one_line, safe_report
 from validator.reporters.terminal import (
     BREAKDOWN_LABELS,
     breakdown,
@@ -259,6 +259,7 @@ svg.hist line.atom{stroke:#d62728;stroke-width:2}svg.hist text.atom{fill:#d62728
 
 def page(title: str, sections: Sequence[Section], *, headline: str = "") -> str:
     """A complete HTML document: the headline (HTML), then each section under its heading."""
+    title = one_line(title)  # a submission's name: shown, never acted on
     body = []
     for s in sections:
         ident = f' id="{esc(s.anchor)}"' if s.anchor else ""

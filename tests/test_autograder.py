@@ -294,6 +294,9 @@ def test_github_workflow_grades_in_its_own_layout(bundle, tmp_path):
     assert_honest_full_marks(results, log)
     assert "## Grade:" in summary.read_text() and "[passed]" in log
     assert tree_digest(workspace, skip=("submission",)) == before
+    graded = runner_temp / "autograder" / "results" / "graded"
+    assert (graded / "submissions" / "submission" / "layers.py").read_text() == CORRECT
+    assert list((graded / "gradebook" / "html").glob("*.html")), "the HTML report is in the artifact"
     # A submission whose exception text is workflow commands and terminal escapes: the step's log shows it,
     # between the runner's commands switched off and on again, and no line of it acts.
     code, results, log = step(INJECTING, answers=HONEST_ANSWERS)
@@ -304,9 +307,6 @@ def test_github_workflow_grades_in_its_own_layout(bundle, tmp_path):
     ours = {f"::stop-commands::{token.group(1)}", f"::{token.group(1)}::"}
     assert [a for a in acting(log) if a not in ours] == [], acting(log)
     assert not acting(summary.read_text())
-    graded = runner_temp / "autograder" / "results" / "graded"
-    assert (graded / "submissions" / "submission" / "layers.py").read_text() == CORRECT
-    assert list((graded / "gradebook" / "html").glob("*.html")), "the HTML report is in the artifact"
 
 
 INJECTING = CORRECT.replace("return x * 3 + 1",
@@ -496,15 +496,13 @@ def test_the_sandbox_shows_a_runtime_under_tmp(tmp_path, monkeypatch):
 
 # -- the answer policy, on the bundle as deployed ----------------------------------------------------------
 # A third question drawn per student, with a hint, added to the mini project's scaling challenge.
-COUNT_QUESTION = textwrap.dedent('''\
-      - id: count
-        type: numeric
-        prompt: How many values does a tensor of shape ({rows}, {cols}) hold?
-        params:
-          rows: [2, 3, 4, 5]
-          cols: [6, 7, 8, 9]
-        points: 1
-    ''')
+COUNT_QUESTION = ("  - id: count\n"
+                  "    type: numeric\n"
+                  "    prompt: How many values does a tensor of shape ({rows}, {cols}) hold?\n"
+                  "    params:\n"
+                  "      rows: [2, 3, 4, 5]\n"
+                  "      cols: [6, 7, 8, 9]\n"
+                  "    points: 1\n")
 COUNT_KEY = {"answer": "{rows} * {cols}", "explanation": "{rows} rows of {cols} values make {answer} values in all.",
              "hint": "Multiply the sizes of the dimensions."}
 WRONG_ANSWERS = "scaling: {factor: 2, kind: a, count: 1}\n"
@@ -516,14 +514,13 @@ def policy_bundles(tmp_path_factory):
     import yaml
 
     root = tmp_path_factory.mktemp("policy")
-    dirs = make_project(root / "project", shift=False)
+    dirs = make_project(root / "project")
     spec = dirs["challenges"] / "scaling.yaml"
     spec.write_text(spec.read_text() + COUNT_QUESTION)
     key = yaml.safe_load((dirs["reference"] / "answer_key.yaml").read_text())
     key["scaling"]["count"] = COUNT_KEY
     key["scaling"]["kind"]["hint"] = "Does the map send zero to zero?"
     (dirs["reference"] / "answer_key.yaml").write_text(yaml.safe_dump(key))
-    (dirs["challenges"] / "shifting.yaml").unlink()
     code, text = run_regenerate(dirs, self_check=False)
     assert code == 0, text
     bundles = {}
@@ -597,14 +594,14 @@ def test_a_wrong_answers_feedback_follows_the_answer_policy_and_resubmitting_it_
                 + "}\n")
         code, second, log = run_autograder(bundle, ag_root, VALIDATOR_PROFILE="quick")
         assert code == 0, log
-        assert sum(t["score"] for t in second["tests"] if "question_" in t["name"]) == 0, second
+        assert sum(t.get("score", 0) for t in second["tests"] if "question_" in t["name"]) == 0, second
 
 
 @needs_sandbox
 @pytest.mark.thorough
 def test_numbers_are_drawn_from_the_submitters_gradescope_email(policy_bundles, tmp_path):
     """Alice's right answer scores for Alice (submission_metadata.json names her) and not for Bob: an answer
-    cannot be passed around. Without metadata the numbers are the examples, and the feedback says so."""
+    cannot be passed around; Bob's feedback names the mismatch and shows his numbers."""
     from validator.questions import draw, evaluate
     from validator.spec import load_catalogue
 
@@ -623,5 +620,5 @@ def test_numbers_are_drawn_from_the_submitters_gradescope_email(policy_bundles, 
         [test] = [t for t in results["tests"] if t["name"] == "scaling / question_count"]
         scores[who] = (test["score"], test["output"], results["output"])
     assert scores[alice][0] == 1 and scores[bob][0] == 0, scores
-    assert f"names the student id '{alice}', but this submission is '{bob}'s" in scores[bob][2]
+    assert f"names the student id '{alice}', but this submission is from '{bob}'" in scores[bob][2]
     assert "your numbers: rows = " in scores[bob][1] and "hint: Multiply" in scores[bob][1]

@@ -97,8 +97,8 @@ def id_note(answers: dict[str, Any], student_id: Any, challenges: list[Challenge
         return (f"the questions drawn per student were graded with the numbers of {student_id!r}; set "
                 f"`student: {{id: {student_id}}}` in answers.yaml so that submit-build shows you those numbers")
     if normal_id(declared) != normal_id(student_id):
-        return (f"answers.yaml names the student id {declared!r}, but this submission is {student_id!r}'s: the "
-                f"questions drawn per student were graded with the numbers of {student_id!r} (run "
+        return (f"answers.yaml names the student id {declared!r}, but this submission is from {student_id!r}: "
+                f"the questions drawn per student were graded with the numbers of {student_id!r} (run "
                 f"`validator submit-build --student-id {student_id}` to see them)")
     return None
 

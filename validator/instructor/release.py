@@ -223,7 +223,10 @@ that you write by hand in `student/layers.py`.
    `validator submit-build`), or as test items: `python -m pytest --validator`
    (`--validator-challenge <id>`, `-k`, `-x` and `-n` work as usual).
 4. Answer the questions in `student/answers.yaml` (or at the prompt, when you run
-   `submit-build` at a terminal: your answers are saved there, comments kept).
+   `submit-build` at a terminal: your answers are saved there, comments kept). A
+   question with `<name>` in it is drawn per student: set your student id once,
+   `validator submit-build --student-id YOUR_ID` (on Gradescope, the email you
+   submit with), and `submit-build` prints your numbers and asks with them.
 
 Set up once (a CPU build of torch is enough):
 

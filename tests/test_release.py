@@ -135,6 +135,16 @@ def test_leak_search_finds_a_planted_solution(released, tmp_path):
     assert ("validator/paths.py", "the answer key's explanation for scaling.kind") in found
 
 
+def test_a_hint_in_the_key_is_searched_for_like_an_explanation(tmp_path):
+    """A hint is shown after a wrong answer, never handed out whole: a handout quoting it leaks the key."""
+    (tmp_path / "layers.py").write_text(CORRECT)
+    (tmp_path / "answer_key.yaml").write_text(yaml.safe_dump(
+        {"scaling": {"kind": {"answer": "b", "explanation": "An added constant makes it affine.",
+                              "hint": "Does the map send zero to zero, or somewhere else?"}}}))
+    needles = secrets(tmp_path / "layers.py", tmp_path / "answer_key.yaml", "")
+    assert ("Does the map send zero to zero, or somewhere else?", "the answer key's hint for scaling.kind") in needles
+
+
 def test_a_fixture_is_searched_by_its_strings_not_its_digests_and_sizes(tmp_path):
     """A 4-digit answer inside a call key or a byte length is chance, not a leak; inside a message it is one."""
     from validator.reference_side import FixtureFile

@@ -12,6 +12,13 @@ if it loses a point, the grader's own environment is broken (a package the
 worker cannot import, a path the sandbox hides), nothing is graded and the run
 stops with a grader error that names the checks and what was out of reach.
 
+A wrong answer's right answer and the key's explanation follow the answer policy
+(``show_answers``, :data:`validator.questions.SHOW_ANSWERS`): by default they are only
+in ``gradescope/NAME/results.json``, as a test Gradescope shows after the due date. The
+questions drawn per student use the submission's name as the student's id (or the id
+``student_ids`` gives it: Gradescope's submitter). Every output shows student text
+without acting on it (:mod:`validator.reporters.sanitize`), the progress lines too.
+
 Exit status: 0 when every submission was graded, whatever the scores; 2 for a
 usage error; 3 when the grader itself failed (the canary, some submission, or at all).
 """

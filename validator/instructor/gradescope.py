@@ -21,6 +21,13 @@ score is refused (0, with a grader error naming what is missing) unless the inst
 opted in to a degraded sandbox: ``VALIDATOR_ALLOW_DEGRADED=1`` in the environment, or
 ``allow_degraded: true`` in the bundle's ``autograder.yaml`` (``validator release
 --autograder DIR --allow-degraded`` writes it). The output then says which defences ran.
+
+``show_answers`` in ``autograder.yaml`` is the answer policy (default ``after_due_date``: a
+wrong answer's right answer is a points-free test Gradescope shows after the due date). The
+questions drawn per student use the submitter's email from Gradescope's
+``submission_metadata.json`` (else ``$VALIDATOR_STUDENT_ID``). Every text written here, the
+log included, shows the submission's text without letting it act (control characters and
+workflow-command lines made visible).
 """
 
 from __future__ import annotations

@@ -68,9 +68,10 @@ def secrets(reference_file: Path, key_file: Path, handed_out: str) -> list[tuple
         for qid, entry in (questions or {}).items():
             if not isinstance(entry, dict):
                 continue
-            explanation = " ".join(str(entry.get("explanation") or "").split())
-            if len(explanation) >= MIN_LEAK_LINE:
-                out.append((explanation[:80], f"the answer key's explanation for {cid}.{qid}"))
+            for field in ("explanation", "hint"):  # a hint is shown after a wrong answer, not handed out whole
+                text = " ".join(str(entry.get(field) or "").split())
+                if len(text) >= MIN_LEAK_LINE:
+                    out.append((text[:80], f"the answer key's {field} for {cid}.{qid}"))
             answer = entry.get("answer")
             # A number the specs already state (a vocabulary size, say) gives nothing away.
             if isinstance(answer, (int, float)) and not isinstance(answer, bool) and len(str(answer)) >= 4 \

@@ -410,7 +410,10 @@ class Finding:
         if not self.reachable:
             return (f"{self.file}:{self.line}: `{self.code}` {self.label().removeprefix('uses ')} in code the graded "
                     "layer never runs (it costs nothing here; the layer itself must not use it)")
-        return f"{self.file}:{self.line}: `{self.code}`: {self.label()}"
+        label = self.label()
+        if self.construct and self.name and label.endswith(f": {self.name}") and self.name in self.code:
+            label = label.removesuffix(f": {self.name}")  # the quoted line already shows the name
+        return f"{self.file}:{self.line}: `{self.code}`: {label}"
 
     @property
     def advice_only(self) -> bool:

@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -296,6 +297,49 @@ def test_github_workflow_grades_in_its_own_layout(bundle, tmp_path):
     graded = runner_temp / "autograder" / "results" / "graded"
     assert (graded / "submissions" / "submission" / "layers.py").read_text() == CORRECT
     assert list((graded / "gradebook" / "html").glob("*.html")), "the HTML report is in the artifact"
+    # A submission whose exception text is workflow commands and terminal escapes: the step's log shows it,
+    # between the runner's commands switched off and on again, and no line of it acts.
+    code, results, log = step(INJECTING, answers=HONEST_ANSWERS)
+    assert code == 0, log
+    token = re.search(r"^::stop-commands::(stop-[0-9a-f]{32})$", log, re.M)
+    assert token and f"\n::{token.group(1)}::\n" in log, log
+    assert ": :error title=Grade::full marks" in log and "\\x1b[2J\\rPASS" in log, log
+    ours = {f"::stop-commands::{token.group(1)}", f"::{token.group(1)}::"}
+    assert [a for a in acting(log) if a not in ours] == [], acting(log)
+    assert not acting(summary.read_text())
+
+
+INJECTING = CORRECT.replace("return x * 3 + 1",
+                            "raise RuntimeError('\\n::error title=Grade::full marks\\n\\x1b[2J\\rPASS\\x08')")
+
+
+def acting(text: str) -> list[str]:
+    """What a terminal or a GitHub runner would act on: control characters (but newline and tab), bidi
+    overrides, lines read as workflow commands."""
+    found = re.findall("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]", text)
+    return found + [line for line in text.splitlines() if line.lstrip().startswith("::") or "##[" in line]
+
+
+def test_the_ci_report_the_summary_and_the_log_show_student_text_without_acting_on_it():
+    """report.txt (printed in the GitHub log), the job summary and the grading step's log: a submission's
+    text shown, not obeyed; a test Gradescope shows only after the due date is not in the log at all."""
+    nasty = "raised:\n::error title=Grade::41/41\n  ::add-mask::score\x1b[2J\r\x08##[warning]x\n```\n[x](http://y)"
+    results = {"score": 0, "output": "note: " + nasty, "tests": [
+        {"name": "c / values", "score": 0, "max_score": 1, "status": "failed", "output": nasty, "visibility": "visible"},
+        {"name": "c / question_q: the answer", "output": "answer: b) the key", "visibility": "after_due_date"}]}
+    text = ag.text_report(results)
+    assert not acting(text) and "answer: b" not in text and ": :error title=Grade::41/41" in text
+    summary = ag.summary(results)
+    assert not acting(summary) and "question_q: the answer" not in summary
+    assert not acting(ag.summary({"score": 0, "output": nasty, "tests": []}))
+    assert "````\n" in ag.summary({"score": 0, "output": nasty, "tests": []})  # a fence no ``` inside can close
+    out = io.StringIO()
+    log = ag._Tee(out)
+    print("grading", "::error::x", file=log)  # mid-line: harmless, and kept as is
+    print("::error::x\x1b[2J", file=log)
+    log.write("::add")
+    log.write("-mask::y\n")
+    assert out.getvalue() == log.getvalue() == "grading ::error::x\n: :error::x\\x1b[2J\n: :add-mask::y\n"
 
 
 def test_run_autograder_refuses_without_the_sandbox(tmp_path, monkeypatch):
@@ -448,3 +492,151 @@ def test_the_sandbox_shows_a_runtime_under_tmp(tmp_path, monkeypatch):
     os.waitpid(pid, 0)
     lease.release()
     assert json.loads(data) == [True, False, lease.uid]
+
+
+# -- the answer policy, on the bundle as deployed ----------------------------------------------------------
+# A third question drawn per student, with a hint, added to the mini project's scaling challenge.
+COUNT_QUESTION = ("  - id: count\n"
+                  "    type: numeric\n"
+                  "    prompt: How many values does a tensor of shape ({rows}, {cols}) hold?\n"
+                  "    params:\n"
+                  "      rows: [2, 3, 4, 5]\n"
+                  "      cols: [6, 7, 8, 9]\n"
+                  "    points: 1\n")
+COUNT_KEY = {"answer": "{rows} * {cols}", "explanation": "{rows} rows of {cols} values make {answer} values in all.",
+             "hint": "Multiply the sizes of the dimensions."}
+WRONG_ANSWERS = "scaling: {factor: 2, kind: a, count: 1}\n"
+
+
+@pytest.fixture(scope="module")
+def policy_bundles(tmp_path_factory):
+    """The mini project with a question drawn per student, released once per answer policy."""
+    import yaml
+
+    root = tmp_path_factory.mktemp("policy")
+    dirs = make_project(root / "project")
+    spec = dirs["challenges"] / "scaling.yaml"
+    spec.write_text(spec.read_text() + COUNT_QUESTION)
+    key = yaml.safe_load((dirs["reference"] / "answer_key.yaml").read_text())
+    key["scaling"]["count"] = COUNT_KEY
+    key["scaling"]["kind"]["hint"] = "Does the map send zero to zero?"
+    (dirs["reference"] / "answer_key.yaml").write_text(yaml.safe_dump(key))
+    code, text = run_regenerate(dirs, self_check=False)
+    assert code == 0, text
+    bundles = {"python": dependencies_only_python(root)}
+    for show in ("never", "after_due_date", "always"):
+        bundles[show] = root / f"bundle-{show}"
+        build_autograder(bundles[show], challenges_dir=dirs["challenges"], reference_dir=dirs["reference"],
+                         show_answers=show)
+    return bundles
+
+
+def on_gradescope(bundle: Path, ag_root: Path, python: Path) -> tuple[int, dict, str]:
+    """Gradescope's layout, as test_release.py builds it: the zip `release` wrote, unpacked into ROOT/source,
+    its run_autograder copied to ROOT and run there with a Python that has the dependencies only."""
+    import zipfile
+
+    if not (ag_root / "run_autograder").exists():
+        with zipfile.ZipFile(bundle.with_name(bundle.name + ".zip")) as zf:
+            zf.extractall(ag_root / "source")
+        for script in ("run_autograder", "setup.sh"):
+            os.chmod(ag_root / "source" / script, 0o755)
+        shutil.copy2(ag_root / "source" / "run_autograder", ag_root / "run_autograder")
+    done = subprocess.run(["bash", str(ag_root / "run_autograder")], capture_output=True, text=True, timeout=600,
+                          env=clean_env(AUTOGRADER_ROOT=str(ag_root), PYTHON=str(python), VALIDATOR_PROFILE="quick"),
+                          cwd=str(ag_root))
+    results = json.loads((ag_root / "results" / "results.json").read_text())
+    return done.returncode, results, done.stdout + done.stderr
+
+
+def _explanations() -> list[str]:
+    return ["The multiplier applied", "An added constant makes it affine", "values in all"]
+
+
+def harvested(results: dict, report_txt: str, question: str) -> list:
+    """The red team's second round for one question: a letter or number the visible feedback (the tests a
+    student sees now, the CI log's report.txt) names as the answer, and every letter `x)` or number the
+    question's own feedback shows."""
+    import re
+
+    from validator.instructor.gradescope import shown_now
+
+    seen = "\n".join([results["output"], report_txt, *(t["output"] for t in shown_now(results))])
+    own = "\n".join(t["output"] for t in shown_now(results) if t["name"].endswith(f"question_{question}"))
+    letters = re.findall(r"answer(?: is|:)\s*([a-b])\b", seen) + re.findall(r"\b([a-b])\)", own)
+    numbers = re.findall(r"answer(?: is|:)\s*(\d[\d,]*(?:\.\d+)?)", seen) + re.findall(r"\d[\d,]*(?:\.\d+)?", own)
+    return sorted(set(letters)) + sorted({float(n.replace(",", "")) for n in numbers})
+
+
+@needs_sandbox
+@pytest.mark.thorough
+@pytest.mark.parametrize("show", ["never", "after_due_date", "always"])
+def test_a_wrong_answers_feedback_follows_the_answer_policy_and_resubmitting_it_gains_only_when_shown(
+        policy_bundles, tmp_path, show):
+    """Round one answers every question wrong; round two resubmits what round one's feedback (what a student
+    sees now: the visible tests and the CI log's report.txt) said. By default (after_due_date) and with
+    `never`, the feedback holds the hint and never the answer, so round two gains nothing; only `always`
+    gives the answer away, and then the resubmission takes the points (the harvest works)."""
+    from validator.questions import grade_question, load_key
+    from validator.spec import load_catalogue
+
+    bundle, ag_root = policy_bundles[show], tmp_path / "autograder"
+    lay_out(ag_root, CORRECT, WRONG_ANSWERS)
+    code, first, log = on_gradescope(bundle, ag_root, policy_bundles["python"])
+    assert code == 0, log
+    report_txt = (ag_root / "results" / "report.txt").read_text()
+    by_name = {t["name"]: t for t in first["tests"]}
+    questions = {q: by_name[f"scaling / question_{q}"] for q in ("factor", "kind", "count")}
+    assert all(t["score"] == 0 for t in questions.values())
+    assert "hint: Does the map send zero to zero?" in questions["kind"]["output"]
+    assert "hint: Multiply the sizes of the dimensions." in questions["count"]["output"]
+    now = json.dumps([t for t in first["tests"] if t["visibility"] == "visible"]) + first["output"] + report_txt
+    later = [t for t in first["tests"] if t["visibility"] == "after_due_date"]
+    if show == "always":
+        assert "answer: b) affine" in questions["kind"]["output"] and "An added constant" in questions["kind"]["output"]
+        assert not later
+    else:
+        assert not any(words in now for words in _explanations()) and "answer: " not in now, now
+        assert ("answer: b) affine" in json.dumps(later)) == (show == "after_due_date")
+        assert len(later) == (3 if show == "after_due_date" else 0)
+    catalogue = load_catalogue(bundle / "challenges")
+    key = load_key(bundle / "reference" / "answer_key.yaml")["scaling"]
+    guesses = {q.id: [g for g in harvested(first, report_txt, q.id) if isinstance(g, str) == (q.type == "choice")]
+               for q in catalogue["scaling"].questions}
+    best = {q.id: max((grade_question(q, g, key[q.id], challenge="scaling", student="").score
+                       for g in guesses[q.id]), default=0)
+            for q in catalogue["scaling"].questions}  # every candidate, as if resubmitted one by one
+    assert (sum(best.values()) > 0) == (show == "always"), (show, best, guesses)
+    if show == "after_due_date":  # and one resubmission for real, on the bundle: nothing gained
+        lay_out(ag_root, CORRECT, "scaling: {" + ", ".join(f"{q}: {g[-1] if g else 1}" for q, g in guesses.items())
+                + "}\n")
+        code, second, log = on_gradescope(bundle, ag_root, policy_bundles["python"])
+        assert code == 0, log
+        assert sum(t.get("score", 0) for t in second["tests"] if "question_" in t["name"]) == 0, second
+
+
+@needs_sandbox
+@pytest.mark.thorough
+def test_numbers_are_drawn_from_the_submitters_gradescope_email(policy_bundles, tmp_path):
+    """Alice's right answer scores for Alice (submission_metadata.json names her) and not for Bob: an answer
+    cannot be passed around; Bob's feedback names the mismatch and shows his numbers."""
+    from validator.questions import draw, evaluate
+    from validator.spec import load_catalogue
+
+    bundle = policy_bundles["after_due_date"]
+    [count] = [q for q in load_catalogue(bundle / "challenges")["scaling"].questions if q.id == "count"]
+    alice, bob = "alice@uni.edu", next(f"bob{i}@uni.edu" for i in range(100)
+                                       if draw("scaling", count, f"bob{i}@uni.edu") != draw("scaling", count, "alice@uni.edu"))
+    right = evaluate(COUNT_KEY["answer"], draw("scaling", count, alice))
+    scores = {}
+    for who in (alice, bob):
+        ag_root = tmp_path / who
+        lay_out(ag_root, CORRECT, f"student: {{id: {alice}}}\nscaling: {{factor: 3, kind: b, count: {right:g}}}\n")
+        (ag_root / "submission_metadata.json").write_text(json.dumps({"users": [{"email": who, "name": who, "id": 1}]}))
+        code, results, log = on_gradescope(bundle, ag_root, policy_bundles["python"])
+        assert code == 0, log
+        [test] = [t for t in results["tests"] if t["name"] == "scaling / question_count"]
+        scores[who] = (test["score"], test["output"], results["output"])
+    assert scores[alice][0] == 1 and scores[bob][0] == 0, scores
+    assert f"names the student id '{alice}', but this submission is from '{bob}'" in scores[bob][2]
+    assert "your numbers: rows = " in scores[bob][1] and "hint: Multiply" in scores[bob][1]

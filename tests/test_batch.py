@@ -93,7 +93,7 @@ def test_answers_aliases_and_non_scalars_are_refused(tmp_path):
 
 def test_scrub_and_printable_neutralise_student_text():
     assert scrub({"m": ["a\ud800b"]}) == {"m": ["a\ufffdb"]}
-    assert printable("\x1b[2Jname\n") == "?[2Jname?"
+    assert printable("\x1b[2Jname\n") == "\\x1b[2Jname\\n"  # shown as escapes, never acted on
 
 
 def test_plain_progress_has_an_eta():

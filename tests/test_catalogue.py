@@ -18,7 +18,6 @@ import pytest
 from helpers import ROOT, catalogue, code_checks, describe_failures, seeds_for_tests
 from validator import paths
 from validator.api import grade
-from validator.questions import load_key
 from validator.spec import load_challenge
 from validator.worker.client import Worker
 
@@ -29,10 +28,11 @@ TIMINGS: dict[str, float] = {}
 
 
 def _key_answers() -> dict[str, dict]:
-    """Answers taken from the answer key (when the key is there), so questions count too."""
-    key = load_key(ROOT / "reference" / "answer_key.yaml")
-    return {ch: {qid: (entry or {}).get("answer") for qid, entry in (qs or {}).items()}
-            for ch, qs in key.items()}
+    """Answers taken from the answer key (when the key is there), so questions count too; a question drawn per
+    student has a formula there, which load_answers marks to be evaluated for the numbers graded."""
+    from validator.questions import load_answers
+
+    return load_answers(ROOT / "reference" / "answer_key.yaml")
 
 
 def _grade(path: Path, challenges=None, answers=None):

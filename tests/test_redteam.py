@@ -13,9 +13,12 @@ graded where the machine cannot give it, and its test says why it was skipped.
 from __future__ import annotations
 
 import ast
+import csv
 import fcntl
+import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +28,9 @@ import pytest
 import yaml
 
 from validator import paths, sandbox
+from validator.batch.progress import printable
+from validator.reporters.sanitize import one_line
+from validator.spec import load_challenge
 
 ROOT = Path(__file__).resolve().parents[1]
 REDTEAM = ROOT / "tests" / "redteam"
@@ -52,10 +58,19 @@ ATTACKS["symlink_answer_key"] = {"max_score": 0, "message": "symbolic link", "no
 KEY = {ch: {q: v["answer"] for q, v in qs.items()}
        for ch, qs in yaml.safe_load((paths.reference_dir() / "answer_key.yaml").read_text()).items()}
 QUESTIONS = [f"question_{q}" for q in KEY["token_embedding"]]
+HINTS = " ".join(" ".join(str(v.get("hint", "")).split())
+                 for qs in yaml.safe_load((paths.reference_dir() / "answer_key.yaml").read_text()).values()
+                 for v in qs.values())
 for _name in ("answers_link_to_other", "answers_link_to_root_only", "answers_link_to_proc"):
     ATTACKS[_name] = {"fail": QUESTIONS, "message": "answers.yaml is a symbolic link", "code_passes": True}
 ATTACKS["answers_deep_nesting"] = {"fail": QUESTIONS, "message": "nested more than", "code_passes": True}
 ATTACKS["big_source"] = {"max_score": 0, "message": "layers.py is larger than 1 MiB"}
+# Answers picked by the form of the choices, not their content: the longest choice of each question
+# (the red team's 27 of 35 on the old catalogue). At most 40% of the choice points: 1 of token_embedding's 3.
+ATTACKS["longest_choice"] = {"code_passes": True, "max_question_score": 1}
+# A folder name that is itself an injection: the progress lines, the CSV and every report show it harmlessly.
+ODD_NAME = "odd_name\x1b[2J\x1b]0;pwned\x07\r::error title=Grade::41 of 41\x08"
+ATTACKS[ODD_NAME] = {"code_passes": True, "shown_not_acted_on": True}
 NEEDS = {"cgroup": (caps["cgroup"] is not None, "no memory cgroup can be made on this machine (cgroup v2 with "
                                                 "the memory and pids controllers, or v1's memory hierarchy, "
                                                 "writable by root): the sandbox limits memory per process here")}
@@ -149,6 +164,15 @@ def _build_generated(subs: Path, base: Path) -> None:
     (subs / "answers_deep_nesting").mkdir()
     (subs / "answers_deep_nesting" / "layers.py").write_text(control)
     (subs / "answers_deep_nesting" / "answers.yaml").write_text("token_embedding: " + "[" * 60_000)
+    longest = {}
+    for q in load_challenge(paths.challenges_dir() / "token_embedding.yaml").questions:
+        if q.type == "choice":
+            longest[q.id] = max(q.choices, key=lambda letter: len(q.choices[letter]))
+    (subs / "longest_choice").mkdir()
+    (subs / "longest_choice" / "layers.py").write_text(control)
+    (subs / "longest_choice" / "answers.yaml").write_text(yaml.safe_dump({"token_embedding": longest}))
+    (subs / ODD_NAME).mkdir()
+    (subs / ODD_NAME / "layers.py").write_text(control)
     (subs / "big_source").mkdir()
     with open(subs / "big_source" / "layers.py", "w") as fh:
         fh.write(control)
@@ -160,9 +184,9 @@ def test_grader_survives_and_writes_every_report(batch):
     assert batch["returncode"] == 0, batch["stderr"][-3000:]
     assert set(batch["reports"]) == set(GRADED)
     assert all(m["grader_failures"] == [] for m in batch["manifests"])
-    csv_names = [line.split(",")[0] for out in batch["outs"].values()
-                 for line in (out / "grades.csv").read_text().splitlines()[1:]]
-    assert sorted(csv_names) == GRADED
+    csv_names = [row[0] for out in batch["outs"].values()
+                 for row in list(csv.reader(io.StringIO((out / "grades.csv").read_text())))[1:]]
+    assert sorted(csv_names) == sorted(one_line(name) for name in GRADED)  # a name's control characters shown
 
 
 @pytest.mark.parametrize("name", sorted(ATTACKS))
@@ -186,6 +210,8 @@ def test_attack_is_contained(batch, name):
         assert any(r.startswith(f"{CHALLENGE[name]}/{check_id}:") for r in report["review"]), report["review"]
     if "max_score" in expect:
         assert report["score"] <= expect["max_score"]
+    if "max_question_score" in expect:
+        assert sum(c["score"] for c in checks.values() if c["kind"] == "question") <= expect["max_question_score"]
     if "message" in expect:
         assert expect["message"] in text, text[:3000]
     if expect.get("review"):
@@ -196,16 +222,90 @@ def test_attack_is_contained(batch, name):
         assert words not in text, f"{words!r} in the report: {text[:3000]}"
     assert batch["secret"] not in text, "the grader's environment reached a report"
     assert "imported the reference" not in text
-    # Explanations come from the key on purpose (they are shown once a question is graded);
-    # everything else in a report must hold no line of the reference or of the key.
+    # Explanations come from the key on purpose (a right answer's is shown), and so do hints (a wrong
+    # answer's); everything else in a report must hold no line of the reference or of the key.
     unprompted = json.dumps([{k: v for k, v in c.items() if k != "explanation"} for c in checks.values()],
                             ensure_ascii=False)
     own_source = (REDTEAM / name / "layers.py").read_text() if (REDTEAM / name).is_dir() else ""
     for secret_file in (paths.reference_dir() / "layers.py", paths.reference_dir() / "answer_key.yaml"):
         for line in secret_file.read_text().splitlines():
             line = line.strip()
-            if len(line) > 40 and line not in own_source:
+            if len(line) > 40 and line not in own_source and line not in HINTS:
                 assert line not in unprompted, f"{secret_file.name} leaked: {line}"
+
+
+def acting(text: str) -> list[str]:
+    """What in ``text`` a terminal or a GitHub runner would act on: control characters but newline and tab
+    (ESC, CR, BS, BEL, C1), bidi overrides, and lines a runner reads as workflow commands (``::`` after
+    leading spaces, ``##[`` anywhere)."""
+    found = re.findall("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]", text)
+    return found + [line for line in text.splitlines() if line.lstrip().startswith("::") or "##[" in line]
+
+
+def _strings(data):
+    if isinstance(data, str):
+        yield data
+    elif isinstance(data, dict):
+        for k, v in data.items():
+            yield from _strings(k)
+            yield from _strings(v)
+    elif isinstance(data, list):
+        for v in data:
+            yield from _strings(v)
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_no_report_acts_on_student_text(batch, name):
+    """Every output a person or a CI log reads (the JSON report, Gradescope's results.json, JUnit, HTML, the
+    gradebook, the batch's log lines) shows the submission's text, and never lets it act: the injections of
+    log_injection, nasty_strings and a folder name arrive as visible escapes."""
+    if name in SKIPPED:
+        pytest.skip(SKIPPED[name])
+    out = batch["out_of"][name]
+    texts = list(_strings(batch["reports"][name]))
+    texts += list(_strings(json.loads((out / "gradescope" / name / "results.json").read_text())))
+    texts += [(out / "junit" / f"{name}.xml").read_text(), (out / "html" / f"{name}.html").read_text()]
+    found = [a for t in texts for a in acting(t)]
+    assert not found, found[:10]
+    if ATTACKS[name].get("shown_not_acted_on"):
+        shown = json.dumps(batch["reports"][name])
+        assert "\\\\x1b[2J" in shown and "\\\\r" in shown, shown[:2000]  # shown as escapes
+
+
+def test_the_batch_log_and_gradebook_act_on_nothing(batch):
+    assert not acting(batch["stderr"]), acting(batch["stderr"])[:10]
+    for out in batch["outs"].values():
+        assert not acting((out / "grades.csv").read_text()), out
+    assert printable(ODD_NAME) in batch["stderr"]  # the odd name's progress line, shown (and cut at 60)
+
+
+def test_feedback_cannot_be_harvested_for_the_key(batch):
+    """The red team's second round: resubmit every letter and number the first round's feedback shows (the
+    tests of results.json a student sees now). Under the default answer policy nothing of it is the answer;
+    the right answer waits in a test Gradescope shows after the due date."""
+    from validator.questions import grade_question
+
+    results = json.loads((batch["out"] / "gradescope" / "feedback_harvest" / "results.json").read_text())
+    challenge = load_challenge(paths.challenges_dir() / "token_embedding.yaml")
+    key = yaml.safe_load((paths.reference_dir() / "answer_key.yaml").read_text())["token_embedding"]
+    first = yaml.safe_load((REDTEAM / "feedback_harvest" / "answers.yaml").read_text())["token_embedding"]
+    later = [t for t in results["tests"] if t.get("visibility") == "after_due_date"]
+    assert len(later) == len(first), [t["name"] for t in results["tests"]]  # the answers, after the due date
+    for q in challenge.questions:
+        [test] = [t for t in results["tests"] if t["name"] == f"token_embedding / question_{q.id}"]
+        assert test["visibility"] == "visible" and test["score"] == 0 and "hint: " in test["output"]
+        candidates = harvest(test["output"] + "\n" + results["output"], q.type)
+        for guess in candidates:
+            again = grade_question(q, guess, key[q.id], challenge="token_embedding", student="feedback_harvest")
+            assert again.score == 0, (q.id, guess, test["output"])  # nothing the feedback said is the answer
+
+
+def harvest(text: str, kind: str) -> list:
+    """What the red team resubmitted: a letter the feedback names as the answer (or any `x)` choice it
+    quotes), or every number it shows."""
+    if kind == "choice":
+        return sorted(set(re.findall(r"answer(?: is|:)\s*([a-d])\b", text) + re.findall(r"\b([a-d])\)", text)))
+    return sorted({float(n.replace(",", "")) for n in re.findall(r"\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?", text)})
 
 
 def test_reports_are_valid_for_every_format(batch):

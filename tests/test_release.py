@@ -135,6 +135,16 @@ def test_leak_search_finds_a_planted_solution(released, tmp_path):
     assert ("validator/paths.py", "the answer key's explanation for scaling.kind") in found
 
 
+def test_a_hint_in_the_key_is_searched_for_like_an_explanation(tmp_path):
+    """A hint is shown after a wrong answer, never handed out whole: a handout quoting it leaks the key."""
+    (tmp_path / "layers.py").write_text(CORRECT)
+    (tmp_path / "answer_key.yaml").write_text(yaml.safe_dump(
+        {"scaling": {"kind": {"answer": "b", "explanation": "An added constant makes it affine.",
+                              "hint": "Does the map send zero to zero, or somewhere else?"}}}))
+    needles = secrets(tmp_path / "layers.py", tmp_path / "answer_key.yaml", "")
+    assert ("Does the map send zero to zero, or somewhere else?", "the answer key's hint for scaling.kind") in needles
+
+
 def test_a_fixture_is_searched_by_its_strings_not_its_digests_and_sizes(tmp_path):
     """A 4-digit answer inside a call key or a byte length is chance, not a leak; inside a message it is one."""
     from validator.reference_side import FixtureFile
@@ -339,9 +349,18 @@ def test_autograder_bundle_grades_a_submission_in_gradescopes_layout(released, t
     ag = tmp_path / "autograder"
     python = dependencies_only_python(tmp_path)
     results, output = grade_on_gradescope(released["root"] / "autograder.zip", ag, CORRECT,
-                                          "scaling: {factor: 3, kind: b}\n", python, VALIDATOR_PROFILE="quick")
-    assert results["score"] == sum(t["max_score"] for t in results["tests"]) > 0, results
-    assert {t["status"] for t in results["tests"]} == {"passed"}
+                                          "scaling: {factor: 3, kind: a}\n", python, VALIDATOR_PROFILE="quick")
+    scored = [t for t in results["tests"] if "max_score" in t]
+    assert results["score"] == sum(t["max_score"] for t in scored) - 1 > 0, results
+    assert [t["name"] for t in scored if t["status"] != "passed"] == ["scaling / question_kind"], results
+    # The default answer policy (after_due_date): the wrong answer's right answer and the key's explanation
+    # are in a test of their own that Gradescope shows after the due date; nowhere a student reads now.
+    later = [t for t in results["tests"] if t["visibility"] == "after_due_date"]
+    assert [t["name"] for t in later] == ["scaling / question_kind: the answer"] and "max_score" not in later[0]
+    assert "answer: b) affine" in later[0]["output"] and "An added constant makes it affine" in later[0]["output"]
+    now = json.dumps([t for t in results["tests"] if t["visibility"] == "visible"]) + results["output"]
+    now += (ag / "results" / "report.txt").read_text() + (ag / "results" / "report.json").read_text()
+    assert "affine, not linear" not in now and "b) affine" not in now, now
     log = (ag / "results" / "grader.log").read_text()
     assert "gradebook:" in log and "self-test:" in log, log
     gone = [p for p in absolute_paths(log) if not os.path.exists(p)]
@@ -368,6 +387,30 @@ def test_the_bundle_says_how_to_upload_it_and_its_zip_is_what_gradescope_needs(r
             "challenges/scaling.yaml", "validator/instructor/gradescope.py"} <= set(names)
     assert not [n for n in names if n.startswith((".github/", "submission/"))], names
     assert modes["run_autograder"] & 0o111 and modes["setup.sh"] & 0o111
+
+
+def test_the_bundle_carries_its_answer_policy_and_its_github_step_stops_workflow_commands(released, tmp_path):
+    """autograder.yaml says `show_answers` (after_due_date unless release is told otherwise), which the grading
+    step reads; grade_github.sh turns the runner's workflow commands off with a fresh token while it grades and
+    prints the report, and on again after."""
+    from validator.instructor import gradescope as ag
+    from validator.instructor.release import ReleaseError
+
+    bundle = released["bundle"]
+    assert "show_answers: after_due_date" in (bundle / "autograder.yaml").read_text()
+    assert ag.answer_policy(bundle) == "after_due_date" and "show_answers" in (bundle / "README.md").read_text()
+    (tmp_path / ag.SETTINGS_FILE).write_text("show_answers: always\n")
+    assert ag.answer_policy(tmp_path) == "always"
+    (tmp_path / ag.SETTINGS_FILE).write_text("show_answers: sometimes\n")
+    with pytest.raises(ValueError, match="never, after_due_date, always"):
+        ag.answer_policy(tmp_path)
+    with pytest.raises(ReleaseError, match="--show-answers"):
+        build_autograder(tmp_path / "b", challenges_dir=released["challenges"], reference_dir=released["reference"],
+                         show_answers="sometimes")
+    script = (bundle / "grade_github.sh").read_text()
+    stop, resume = script.index('echo "::stop-commands::$TOKEN"'), script.index('echo "::$TOKEN::"')
+    assert stop < script.index('bash "$SRC/run_autograder"') < script.index("report.txt") < resume
+    assert "urandom" in script and "VALIDATOR_STUDENT_ID" in script
 
 
 def test_a_bundle_for_some_challenges_carries_and_grades_only_those(released):

@@ -29,7 +29,7 @@ GRADESCOPE_SCHEMA = {
             "type": "array",
             "items": {
                 "type": "object",
-                "required": ["name", "score", "max_score", "status", "output", "visibility"],
+                "required": ["name", "output", "visibility"],  # score, max_score, status: optional
                 "properties": {
                     "name": {"type": "string", "minLength": 1},
                     "score": {"type": "number", "minimum": 0},
@@ -110,8 +110,90 @@ def test_junit_parses_and_counts_match():
 def test_junit_survives_characters_xml_cannot_hold():
     root = ET.fromstring(junit_xml(make_report()))
     error = root.findall("testsuite/testcase/error")[0]
-    assert "\x00" not in error.text and "\ufffd" in error.text
+    assert "\x00" not in error.text and "\\x00\\x1b[2J" in error.text and "\\ud800" in error.text  # shown
     assert "]]></failure>" in error.text  # escaped, not interpreted
+
+
+# -- student text is shown, never acted on ---------------------------------------------------------------
+INJECTION = ("::error title=Grade::Official grade 41/41\n  ::add-mask::secret\n\x1b[2J\x1b[1K\x1b]8;;http://x\x07"
+             "link\x1b]8;;\x07 ##[error]old style\rover\x08\x08written\u202eevil\x9b31m")
+
+
+def acting(text: str) -> list[str]:
+    """What in ``text`` a terminal or a GitHub runner would act on: control characters (but newline and
+    tab), bidi overrides, lines a runner reads as workflow commands."""
+    import re
+
+    found = re.findall("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]", text)
+    found += [line for line in text.splitlines() if line.lstrip().startswith("::") or "##[" in line]
+    return found
+
+
+def hostile_report() -> Report:
+    checks = [CheckResult(id="values", kind="values", status="error", score=0, max_score=3,
+                          title="the output", message="your forward raised:\n" + INJECTION),
+              CheckResult(id="question_q", kind="question", status="failed", score=0, max_score=1,
+                          message="you chose a: not the answer", answer="b) right", explanation="because b")]
+    return Report(challenges=[ChallengeResult(id="token_embedding", title="T", checks=checks,
+                                              problem="import failed:\n" + INJECTION,
+                                              implementations={"Embedding": INJECTION})],
+                  seed=7, student="evil\x1b[2J\n::error::name", profile="batch", notes=["note " + INJECTION])
+
+
+def test_every_report_shows_student_text_without_acting_on_it():
+    import json
+
+    from validator.reporters.html import render_html
+    from validator.reporters.json_report import report_dict
+
+    report = hostile_report()
+    outputs = {"gradescope": json.loads(json.dumps(gradescope_dict(report))),
+               "json": report_dict(report), "junit": junit_xml(report).decode("utf-8"),
+               "csv": grades_csv([(report.student, report)]), "html": render_html(report)}
+    for name, out in outputs.items():
+        texts = [out] if isinstance(out, str) else [v for v in _strings(out)]
+        assert not [a for t in texts for a in acting(t)], (name, [a for t in texts for a in acting(t)])
+    shown = outputs["gradescope"]["tests"][0]["output"]
+    assert "\\x1b[2J" in shown and ": :error title=Grade" in shown and "# #[error]" in shown and "\\r" in shown
+
+
+def _strings(data):
+    if isinstance(data, str):
+        yield data
+    elif isinstance(data, dict):
+        for k, v in data.items():
+            yield from _strings(k)
+            yield from _strings(v)
+    elif isinstance(data, list):
+        for v in data:
+            yield from _strings(v)
+
+
+def test_the_batch_progress_lines_show_names_and_failures_without_acting_on_them():
+    from validator.batch.progress import Progress
+
+    out = io.StringIO()
+    progress = Progress(2, stream=out, live=False)
+    progress.advance("bob\x1b[2J\r::error::x", "3/4 in 1.0 s")
+    progress.log("grader failure on x:\n" + INJECTION)
+    assert not acting(out.getvalue()), out.getvalue()
+    assert "bob\\x1b[2J\\r::error::x: 3/4" in out.getvalue()
+
+
+def test_the_right_answer_follows_the_answer_policy_in_results_json():
+    report = hostile_report()
+    by_policy = {show: gradescope_dict(report, show_answers=show) for show in ("never", "after_due_date", "always")}
+    for show, data in by_policy.items():
+        jsonschema.validate(data, GRADESCOPE_SCHEMA)
+        assert data["score"] == report.score
+        question = next(t for t in data["tests"] if t["name"] == "token_embedding / question_q")
+        assert ("answer: b) right" in question["output"]) == (show == "always"), (show, question)
+        assert ("because b" in question["output"]) == (show == "always")
+    later = [t for t in by_policy["after_due_date"]["tests"] if t["visibility"] == "after_due_date"]
+    assert [t["name"] for t in later] == ["token_embedding / question_q: the answer"]
+    assert "answer: b) right" in later[0]["output"] and "why: because b" in later[0]["output"]
+    assert "score" not in later[0] and "max_score" not in later[0]  # no points: the total is unchanged
+    assert "b) right" not in str(by_policy["never"]) and "because b" not in str(by_policy["never"])
 
 
 def test_csv_gradebook_rows_and_columns():

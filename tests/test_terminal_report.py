@@ -83,3 +83,21 @@ def test_the_per_challenge_line_names_unanswered_and_deferred_checks_as_such():
                  check("skipped", 0, 1, "deferred to official grading: speed"), check("failed", 0, 1, "wrong values"))
     line = next(l for l in headline(rep).splitlines() if l.strip().startswith("c "))
     assert "1 deferred, 1 failed, 1 passed, 1 unanswered" in line
+
+
+def test_student_text_is_shown_not_acted_on_and_markup_stays_text():
+    """Escape sequences, CR and BS in an exception are shown as escapes (a terminal would obey them);
+    bracketed text stays text (rich would read it as markup)."""
+    from validator.reporters.terminal import render_challenge
+
+    nasty = "raised:\n\x1b[2J\x1b]0;pwned\x07[bold]x[/bold]\rover\x08 ::error::y"
+    result = ChallengeResult(id="c", title="C\x1b[31m", checks=[
+        CheckResult(id="values", kind="values", status="failed", score=0, max_score=1, message=nasty),
+        CheckResult(id="question_q", kind="question", status="failed", score=0, max_score=1,
+                    message="you chose a: not the answer", answer="b) the right one", explanation="because")])
+    out = io.StringIO()
+    render_challenge(Console(file=out, width=200, color_system=None), result)
+    text = out.getvalue()
+    assert "\x1b" not in text and "\r" not in text and "\x08" not in text and "\x07" not in text
+    assert "\\x1b[2J\\x1b]0;pwned\\x07[bold]x[/bold]\\rover\\x08 ::error::y" in text
+    assert "answer: b) the right one" in text and "why: because" in text  # submit-build: the key is the instructor's

@@ -60,7 +60,8 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
           catalogue: dict[str, Challenge] | None = None, student_arg: str | None = None,
           timeout: float | None = None, on_challenge: Callable[[ChallengeResult], None] | None = None,
           reference_mode: str = "auto", reference: ReferenceSide | None = None,
-          device: str | None = None, jobs: int = 1, package: Any = None, fail_fast: bool = False) -> Report:
+          device: str | None = None, jobs: int = 1, package: Any = None, fail_fast: bool = False,
+          student_id: str | None = None) -> Report:
     """Grade ``student_file`` on the selected challenges and return the plain-data report.
 
     ``reference_mode``: ``"live"`` runs reference/layers.py, ``"frozen"`` replays the results that
@@ -75,6 +76,8 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
     grades a student's own package through its mapping; ``student_file`` is then its root. A worker
     passed in must have been made for it (:meth:`StudentPackage.worker_request`).
     ``fail_fast`` stops each challenge at its first check that loses points (see ``grade_challenge``).
+    ``student_id`` is whose numbers the questions drawn per student use (official grading: the platform's
+    id of the submitter; submit-build: the id set in answers.yaml; none: each question's example numbers).
     """
     import time
     from contextlib import ExitStack
@@ -114,7 +117,7 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
                                    key=None if key_all is None else key_all.get(ch.id, {}),
                                    only_checks=set(checks) if checks else None, student_arg=student_arg,
                                    timeout=timeout, device=device, profile=profile, package=package,
-                                   fail_fast=fail_fast)
+                                   fail_fast=fail_fast, student_id=student_id)
         try:
             serial = device or not getattr(side, "fork_safe", True)
             results = grade_all(selected, worker=worker, jobs=1 if serial else jobs, grade_one=grade_one,

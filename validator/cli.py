@@ -25,6 +25,9 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
                     help="a TOML file saying which class or function of your package implements each entry "
                          "(the tables of [tool.validator]); --student is then your package's root")
     sb.add_argument("--answers", metavar="PATH", help="answers YAML (default: answers.yaml beside layers.py)")
+    sb.add_argument("--student-id", metavar="ID",
+                    help="your student id, as official grading knows you (on Gradescope: your email); saved in "
+                         "answers.yaml, it draws your own numbers for the questions asked per student")
     sb.add_argument("--json", dest="json_path", metavar="PATH", help="also write the report as JSON")
     sb.add_argument("--html", dest="html_path", metavar="PATH",
                     help="also write the report as one self-contained HTML page, with the init histograms")
@@ -76,6 +79,9 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
                          "(marked as nbgrader marks them) cut")
     rl.add_argument("--allow-degraded", action="store_true",
                     help="let the bundle grade (unofficially, and say so) where it cannot sandbox submissions")
+    rl.add_argument("--show-answers", choices=["never", "after_due_date", "always"], default="after_due_date",
+                    help="the bundle's answer policy: whether a wrong answer's feedback gives the right answer "
+                         "(default: after_due_date, which Gradescope holds back until the due date)")
 
     st = sub.add_parser("strength", help="instructor: grade one-point mutants of the reference; report which "
                                          "bugs each challenge's checks miss")
@@ -117,6 +123,10 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     gr.add_argument("--profile", default="batch", help="hypothesis effort (default: batch)")
     gr.add_argument("--no-isolation", dest="isolate", action="store_false",
                     help="run student code without the sandbox (trusted code only, e.g. debugging)")
+    gr.add_argument("--show-answers", choices=["never", "after_due_date", "always"], default=None,
+                    help="whether a wrong answer's feedback gives the right answer and the explanation "
+                         "(default: after_due_date: only in results.json tests Gradescope shows after the due "
+                         "date, never in the other reports)")
     _class_options(gr)
 
     mg = sub.add_parser("merge", help="staff: combine the OUT_DIRs of `grade --shard` runs into one gradebook")

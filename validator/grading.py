@@ -186,11 +186,12 @@ def grade_challenge(challenge: Challenge, *, worker: Worker, ref: ReferenceSide,
                     answers: dict[str, Any], key: dict[str, Any] | None, only_checks: set[str] | None = None,
                     student_arg: str | None = None, timeout: float | None = None, on_check: Callable[[CheckResult], None] | None = None,
                     device: str | None = None, profile: str | None = None,
-                    package: Any = None, fail_fast: bool = False) -> ChallengeResult:
+                    package: Any = None, fail_fast: bool = False, student_id: str | None = None) -> ChallengeResult:
     """Grade one challenge; ``ref`` answers for the reference (live, recording or frozen).
     ``package`` (a validator.package.StudentPackage) grades a student's own package through its mapping.
     ``fail_fast`` stops at the first check that loses points (the rest are skipped, questions are not
-    graded): enough to know that a mutant of the reference is caught (`validator strength`)."""
+    graded): enough to know that a mutant of the reference is caught (`validator strength`).
+    ``student_id`` draws the numbers of questions asked per student (validator.questions.draw)."""
     result = ChallengeResult(id=challenge.id, title=challenge.title)
     ctx = Context(challenge=challenge, ref=ref, worker=worker, student_file=student_file, seed=seed,
                   settings=settings, timeout_cap=timeout, device=device, profile=profile, package=package)
@@ -243,7 +244,8 @@ def grade_challenge(challenge: Challenge, *, worker: Worker, ref: ReferenceSide,
     _outcome_hints(selected, done)
     if not only_checks and stopped_at is None:
         for q in challenge.questions:
-            cr = grade_question(q, answers.get(q.id), None if key is None else (key.get(q.id) or {}))
+            cr = grade_question(q, answers.get(q.id), None if key is None else (key.get(q.id) or {}),
+                                challenge=challenge.id, student=student_id)
             result.checks.append(cr)
             if on_check:
                 on_check(cr)

@@ -65,6 +65,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from validator.intake import MAX_SOURCE_BYTES, IntakeError, read_submission_file
+from validator.reachability import dotted_name
 
 SUFFIX = ".ipynb"
 MAX_NOTEBOOK_BYTES = 32 << 20  # outputs (plots, images) make notebooks large; only their code is kept
@@ -741,7 +742,7 @@ class _Builder:
         return all(self.known(n) for n in _free_names(expr))
 
     def pure_call(self, node: ast.Call) -> bool:
-        dotted = _dotted(node.func)
+        dotted = dotted_name(node.func)
         if dotted is None:
             return False
         head, _, rest = dotted.partition(".")
@@ -1040,17 +1041,6 @@ def _names(names: list[str]) -> str:
 
 
 # -- names ---------------------------------------------------------------------------------------------------------
-def _dotted(node: ast.AST) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
 def _roots(node: ast.expr) -> set[str]:
     """The names an assignment target changes or binds: ``a.b[c] = ...`` changes ``a``."""
     while isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)):
@@ -1182,13 +1172,17 @@ def _global_uses(node: ast.AST, lines: list[str]) -> list[tuple[str, int]]:
 # -- grading ------------------------------------------------------------------------------------------------------
 def grade_notebook(module: NotebookModule, *, student: str, answers: dict | None = None, **options: Any) -> Any:
     """Grade a converted notebook through :func:`validator.api.grade` (``options`` are its keywords) and
-    return the report with cells named. ``answers`` default to the notebook's answers cell."""
+    return the report with cells named. ``answers`` default to the notebook's answers cell; the numbers of
+    questions drawn per student are those of the id the answers name (``student: {id: ...}``), unless
+    ``student_id`` is given."""
     from validator.api import grade
+    from validator.questions import declared_id
     from validator.worker.client import Worker
 
+    answers = module.answers if answers is None else answers
+    options.setdefault("student_id", declared_id(answers or {}))
     with module.staged() as module_file, Worker(module_file) as worker:
         worker.start()
         module.note_import(worker)
-        report = grade(module_file, worker=worker, answers=module.answers if answers is None else answers,
-                       **options)
+        report = grade(module_file, worker=worker, answers=answers, **options)
     return module.finish(report, student=student)

@@ -110,13 +110,15 @@ class _Run:
             self.reports[challenge_id] = self._grade_notebook(challenge_id)
         if challenge_id not in self.reports:
             from validator.api import grade
-            from validator.questions import load_answers
+            from validator.questions import declared_id, load_answers
 
             folder = self.student_file if self.package is not None else self.student_file.parent
             answers_path = Path(self.answers_arg) if self.answers_arg else folder / "answers.yaml"
+            answers = load_answers(answers_path)
             report = grade(self.student_file, challenges=[challenge_id], seed=self.seed, profile=self.profile,
-                           answers=load_answers(answers_path), checks=sorted(self.selected.get(challenge_id, ()))
-                           or None, student_arg=self.student_arg, package=self.package)
+                           answers=answers, checks=sorted(self.selected.get(challenge_id, ()))
+                           or None, student_arg=self.student_arg, package=self.package,
+                           student_id=declared_id(answers))
             self.reports[challenge_id] = report.challenges[0]
         result = self.reports[challenge_id]
         for check in result.checks:
@@ -213,7 +215,9 @@ class CheckItem(pytest.Item):
         self.add_marker(pytest.mark.validator_check(kind))
 
     def runtest(self) -> None:
+        from validator.questions import revealed_lines
         from validator.reporters.figures import figure_lines
+        from validator.reporters.sanitize import visible
 
         run = self.config.stash[_RUN]
         challenge, result = run.result(self.challenge, self.check)
@@ -227,13 +231,16 @@ class CheckItem(pytest.Item):
             text += "".join("\n" + line for line in figure_lines(result.figures))
             if result.reproduce:
                 text += f"\nreproduce: {result.reproduce}"
+            text += "".join("\n" + line for line in revealed_lines(result))  # the instructor's own key, locally
             raise ValidatorFailure(text)
         if result.status == "skipped":
-            pytest.skip(result.message or "skipped")
+            pytest.skip(visible(result.message or "skipped"))
 
     def repr_failure(self, excinfo, style=None):
+        from validator.reporters.sanitize import visible
+
         if isinstance(excinfo.value, ValidatorFailure):
-            return str(excinfo.value)
+            return visible(str(excinfo.value))  # the student's exception text, shown, never acted on
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):

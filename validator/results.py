@@ -77,6 +77,8 @@ class CheckResult:
     title: str = ""
     reproduce: str | None = None
     explanation: str | None = None
+    # A question answered wrong: the right answer, shown or withheld by the answer policy (validator.questions).
+    answer: str | None = None
     duration_s: float = 0.0
     # Why a person should look at this submission (evidence of evading the grader); empty when none.
     review: list[str] = field(default_factory=list)

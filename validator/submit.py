@@ -15,7 +15,8 @@ from validator.api import UsageError, check_device, grade, handout_seeds, select
 from validator.intake import MAX_SOURCE_BYTES, IntakeError, read_submission_file
 from validator.parallel import default_jobs
 from validator.profiles import profile_name
-from validator.questions import AnswersError, answer_formats, ask, is_missing, load_answers, save_answers
+from validator.questions import (STUDENT_KEY, AnswersError, answer_formats, ask, declared_id, is_missing, load_answers,
+                                 save_answers, set_student_id)
 from validator.results import Report
 from validator.spec import Challenge, SpecError, load_catalogue
 from validator.worker.client import Worker
@@ -33,18 +34,19 @@ def make_console(file=None):
 
 
 def ask_missing(challenges: list[Challenge], answers: dict[str, dict[str, Any]], answers_path: Path | None,
-                read: Callable[[str], str] = input, out: TextIO = sys.stdout) -> int:
+                read: Callable[[str], str] = input, out: TextIO = sys.stdout, *, student: str | None = None) -> int:
     """Ask for each missing answer at the terminal and save what was given; return how many.
 
     The answers file is edited in place (:func:`validator.questions.save_answers`): the questions and
-    choices written in it as comments, and every other answer, stay as they were.
+    choices written in it as comments, and every other answer, stay as they were. A question drawn per
+    student is asked with ``student``'s numbers.
     """
     given: dict[str, dict[str, Any]] = {}
     try:
         for ch in challenges:
             for q in ch.questions:
                 if is_missing(answers.get(ch.id, {}).get(q.id)):
-                    value = ask(ch, q, read=read, out=out)
+                    value = ask(ch, q, read=read, out=out, student=student)
                     if value is not None:
                         given.setdefault(ch.id, {})[q.id] = value
                         answers.setdefault(ch.id, {})[q.id] = value
@@ -71,6 +73,7 @@ class SubmitOptions:
     student: str | None = None
     map_path: str | None = None
     answers: str | None = None
+    student_id: str | None = None
     json_path: str | None = None
     html_path: str | None = None
     seed: int | None = None
@@ -126,12 +129,13 @@ def write_html_report(report: Report, path: str, console) -> bool:
     from rich.markup import escape
 
     from validator.reporters.html import write_html
+    from validator.reporters.sanitize import visible
 
     try:
         write_html(report, path)
     except Exception as exc:  # noqa: BLE001 - the grade stands whatever happens to the picture
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
-        console.print(f"[red]could not write the HTML report to {escape(str(path))}:[/] {escape(str(why))} "
+        console.print(f"[red]could not write the HTML report to {escape(str(path))}:[/] {escape(visible(str(why)))} "
                       "(the grade above is unaffected)", soft_wrap=True)
         return False
     console.print(f"  HTML report: {escape(str(path))}", soft_wrap=True)
@@ -257,11 +261,19 @@ def _grade_and_report(worker: Worker, student_file: Path, catalogue, selected, o
         answers_path = Path(opts.answers) if opts.answers else (
             student_file if package is not None else student_file.parent) / "answers.yaml"
         given = load_answers(answers_path)
+    if opts.student_id is not None:
+        student_id = " ".join(opts.student_id.split())
+        if not student_id:
+            raise UsageError("--student-id needs your id (on Gradescope: the email you submit with)")
+        if answers_path is not None:  # a notebook's answers cell is never rewritten: the id holds for this run
+            set_student_id(answers_path, student_id)
+        given[STUDENT_KEY] = {"id": student_id}
+    student = declared_id(given)
     interactive = opts.interactive
     if interactive is None:
         interactive = sys.stdin.isatty() and not checks and may_ask
     if interactive:
-        ask_missing(selected, given, answers_path)
+        ask_missing(selected, given, answers_path, student=student)
     recorded = handout_seeds(challenges=[c.id for c in selected], challenges_dir=opts.challenges_dir,
                              reference_dir=opts.reference_dir)
     seed = opts.seed
@@ -280,11 +292,12 @@ def _grade_and_report(worker: Worker, student_file: Path, catalogue, selected, o
                            map_arg=package.map_arg if package is not None else None)
     if not checks:
         terminal.render_answer_formats(console, {c.id: answer_formats(c, given.get(c.id, {})) for c in selected})
+        terminal.render_numbers(console, selected, student)
     report = grade(student_file, challenges=[c.id for c in selected], seed=run_seed, profile=prof,
                    answers=given, checks=checks, reference_dir=opts.reference_dir, worker=worker,
                    catalogue=catalogue, student_arg=opts.student, timeout=opts.timeout, device=opts.device,
                    jobs=default_jobs(len(selected)) if opts.jobs is None else max(1, opts.jobs),
-                   on_challenge=render, package=package)
+                   on_challenge=render, package=package, student_id=student)
     if notebook is not None:
         notebook.finish(report, student=shown)
     report.duration_s = time.perf_counter() - started
@@ -308,14 +321,16 @@ def main(*, console=None, **kwargs) -> int:
     from rich.console import Console
     from rich.markup import escape
 
+    from validator.reporters.sanitize import visible
+
     console = console or make_console()
     err = Console(stderr=True, highlight=False, soft_wrap=True)  # paths and commands stay whole for copy-paste
     try:
         code, _ = submit_build(console=console, **kwargs)
         return code
     except SpecError as exc:  # messages are data: "[tool.validator.map]" is text, not markup
-        err.print(f"[red]spec error[/]\n{escape(str(exc))}")
+        err.print(f"[red]spec error[/]\n{escape(visible(str(exc)))}")
         return EXIT_USAGE
-    except (UsageError, AnswersError) as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}")
+    except (UsageError, AnswersError) as exc:  # may quote a file's text: shown, never acted on
+        err.print(f"[red]error:[/] {escape(visible(str(exc)))}")
         return EXIT_USAGE

@@ -12,6 +12,13 @@ if it loses a point, the grader's own environment is broken (a package the
 worker cannot import, a path the sandbox hides), nothing is graded and the run
 stops with a grader error that names the checks and what was out of reach.
 
+A wrong answer's right answer and the key's explanation follow the answer policy
+(``show_answers``, :data:`validator.questions.SHOW_ANSWERS`): by default they are only
+in ``gradescope/NAME/results.json``, as a test Gradescope shows after the due date. The
+questions drawn per student use the submission's name as the student's id (or the id
+``student_ids`` gives it: Gradescope's submitter). Every output shows student text
+without acting on it (:mod:`validator.reporters.sanitize`), the progress lines too.
+
 Exit status: 0 when every submission was graded, whatever the scores; 2 for a
 usage error; 3 when the grader itself failed (the canary, some submission, or at all).
 """
@@ -66,16 +73,19 @@ def grader_paths(*extra: str | Path) -> list[str]:
 
 
 # -- the canary: the grader proves its environment before it grades anyone ------------------------
-def canary_folder(*, reference_dir: str | Path, into: str | Path) -> Path:
-    """A submission folder holding the reference's ``layers.py`` and the answer key's answers."""
+def canary_folder(*, reference_dir: str | Path, into: str | Path, catalogue: dict | None = None) -> Path:
+    """A submission folder holding the reference's ``layers.py`` and the answer key's answers, formulas
+    evaluated for the canary's own numbers (it is graded as the student :data:`CANARY`)."""
+    from validator.questions import key_answers
+    from validator.spec import load_catalogue
+
     reference_dir, folder = Path(reference_dir), Path(into) / CANARY
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     (folder / "layers.py").write_bytes((reference_dir / "layers.py").read_bytes())
     key_file = reference_dir / "answer_key.yaml"
     key = yaml.safe_load(key_file.read_text(encoding="utf-8")) if key_file.is_file() else None
-    answers = {cid: {qid: entry.get("answer") if isinstance(entry, dict) else entry
-                     for qid, entry in (questions or {}).items()}
-               for cid, questions in (key or {}).items()}
+    catalogue = load_catalogue(paths.challenges_dir()) if catalogue is None else catalogue
+    answers = key_answers(key or {}, catalogue, CANARY)
     (folder / "answers.yaml").write_text(yaml.safe_dump(answers, sort_keys=True), encoding="utf-8")
     return folder
 
@@ -131,20 +141,29 @@ def unreachable(text: str) -> list[str]:
 
 
 def slot_config(*, challenges: Sequence[str], seed: int, profile: str, limits, isolate: bool = True,
-                hide: Sequence[str | Path] = (), fail_fast: bool = False) -> dict:
+                hide: Sequence[str | Path] = (), fail_fast: bool = False,
+                student_ids: dict[str, str] | None = None) -> dict:
     """What every grading slot of a :class:`Pool` is told: the challenges, the seed and profile, the
-    sandbox's limits, what the workers must not see (the grader's folders plus ``hide``), and whether
-    to stop each submission at its first check that loses points (``validator strength``)."""
+    sandbox's limits, what the workers must not see (the grader's folders plus ``hide``), whether
+    to stop each submission at its first check that loses points (``validator strength``), and the
+    student id of a submission whose id is not its name (``student_ids``; Gradescope's submitter)."""
     return {"challenges": list(challenges), "seed": seed, "profile": profile, "limits": vars(limits),
             "isolate": isolate, "hide": grader_paths(*hide), "fail_fast": fail_fast,
+            "student_ids": dict(student_ids or {}),
             "reference_dir": str(paths.reference_dir()), "challenges_dir": str(paths.challenges_dir())}
 
 
-def write_outputs(out: Path, name: str, report: Report) -> None:
-    write_json(report, out / f"{name}.json")
-    write_gradescope(report, out / "gradescope" / name / "results.json")
-    write_junit(report, out / "junit" / f"{name}.xml", name=name)
-    write_html(report, out / "html" / f"{name}.html", title=f"validator report: {name}")
+def write_outputs(out: Path, name: str, report: Report, *, show_answers: str = "never") -> None:
+    """A submission's reports. A wrong answer's right answer and explanation follow ``show_answers``: in
+    every report when ``always``; in results.json's tests that Gradescope shows after the due date when
+    ``after_due_date``; nowhere otherwise."""
+    from validator.questions import withhold_answers
+
+    shown = withhold_answers(report, show_answers)
+    write_json(shown, out / f"{name}.json")
+    write_gradescope(report, out / "gradescope" / name / "results.json", show_answers=show_answers)
+    write_junit(shown, out / "junit" / f"{name}.xml", name=name)
+    write_html(shown, out / "html" / f"{name}.html", title=f"validator report: {name}")
 
 
 def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequence[str] | None = None,
@@ -154,13 +173,17 @@ def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequen
                  canary_dir: str | Path | None = None, compare: str | Path | None = None,
                  no_lowering: bool = False, boilerplate: Sequence[str | Path] | None = None,
                  public_solutions: str | Path | None = None, signatures: str | Path | None = None,
-                 class_view: bool = True) -> int:
+                 class_view: bool = True, show_answers: str | None = None,
+                 student_ids: dict[str, str] | None = None) -> int:
     """Grade every submission (of this shard) under ``submissions``; return the exit status.
 
     The canary (``canary_dir``, by default the reference and its key) is graded first on the same
     warm slots; if it loses a point the run stops with :data:`EXIT_GRADER` and writes no gradebook.
     ``seed`` defaults to :data:`~validator.reference_side.OFFICIAL_SEED`: with a seed and profile that
     handouts record, every reproduce line of the feedback replays in a student's handout.
+    ``show_answers`` (:data:`validator.questions.SHOW_ANSWERS`, default ``after_due_date``) is whether a
+    wrong answer's feedback gives the right one; ``student_ids`` maps a submission's name to its
+    student's id where they differ (the numbers of questions drawn per student come from the id).
     Then the class outputs (:func:`class_outputs`): the dashboard, with ``compare`` the regrade's audit
     against a previous output folder (``no_lowering``: the gradebook keeps each student's higher
     grade), the similarity of the submissions' code (``boilerplate`` files excluded besides the
@@ -169,6 +192,7 @@ def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequen
     for itself, the autograder bundle) writes the gradebook and manifest only.
     """
     from validator.profiles import get_settings
+    from validator.questions import OFFICIAL_SHOW_ANSWERS, show_answers_setting
     from validator.reference_side import OFFICIAL_SEED, RECORD_PROFILES, RECORD_SEEDS
     from validator.sandbox import Limits
     from validator.spec import load_catalogue
@@ -180,6 +204,8 @@ def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequen
         raise UsageError("--timeout and --memory must be positive")
     try:
         get_settings(profile)
+        show_answers = show_answers_setting(OFFICIAL_SHOW_ANSWERS if show_answers is None else show_answers,
+                                            where="--show-answers")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     catalogue = load_catalogue(paths.challenges_dir())
@@ -204,12 +230,13 @@ def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequen
     limits = Limits(wall_s=float(timeout), cpu_s=max(1, int(timeout)), memory_mb=int(memory))
     canary_tmp = tempfile.TemporaryDirectory(prefix="validator-canary-")  # root's, 0700; hidden below
     config = slot_config(challenges=[c.id for c in selected], seed=seed, profile=profile, limits=limits,
-                         isolate=isolate, hide=(submissions, out, canary_tmp.name, *([canary_dir] if canary_dir else [])))
+                         isolate=isolate, hide=(submissions, out, canary_tmp.name, *([canary_dir] if canary_dir else [])),
+                         student_ids=student_ids)
     progress = Progress(len(subs), stream=stream, live=live)
     progress.log(f"grading {len(subs)} submission(s) from {submissions}"
                  + (f" (shard {which.index}/{which.count})" if which.count > 1 else "")
                  + f" with {min(workers, max(1, len(subs)))} worker(s); seed {seed}, profile {profile}, "
-                 f"limits: {timeout:g} s, {memory} MB per submission")
+                 f"limits: {timeout:g} s, {memory} MB per submission; the right answer to a wrong one shown: {show_answers}")
     if seed not in RECORD_SEEDS or profile not in RECORD_PROFILES:
         progress.log(f"note: handouts record seeds {', '.join(map(str, RECORD_SEEDS))} and profiles "
                      f"{', '.join(RECORD_PROFILES)}: with seed {seed} and profile {profile}, the reproduce lines "
@@ -241,7 +268,7 @@ def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequen
             report = failed_report(outcome.name, selected, problem, seed=seed, profile=profile)
             summary = "GRADER FAILURE"
             progress.log(f"grader failure on {printable(outcome.name)}:\n{outcome.error}")
-        write_outputs(out, outcome.name, report)
+        write_outputs(out, outcome.name, report, show_answers=show_answers)
         rows.append((outcome.name, report))
         if class_view:
             docs[outcome.name], digests[outcome.name] = submission_evidence(out, outcome.name, folders[outcome.name])
@@ -252,7 +279,7 @@ def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequen
         pool.start(min(workers, max(1, len(subs))))  # all slots warm up while the canary is graded
         if canary:
             folder = Path(canary_dir) if canary_dir else canary_folder(reference_dir=paths.reference_dir(),
-                                                                       into=canary_tmp.name)
+                                                                       into=canary_tmp.name, catalogue=catalogue)
             problem = run_canary(pool, folder, out=out, progress=progress, degraded=degraded_seen)
             if problem:
                 progress.close()

@@ -1,4 +1,8 @@
-"""Progress of a batch: a live bar with an ETA on a terminal, one plain line per submission elsewhere (CI)."""
+"""Progress of a batch: a live bar with an ETA on a terminal, one plain line per submission elsewhere (CI).
+
+Every line is made visible (:mod:`validator.reporters.sanitize`): a submission's folder name or a grader
+failure's text cannot move the cursor, clear the terminal or issue a CI log's workflow command.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,12 @@ import sys
 import time
 from typing import TextIO
 
+from validator.reporters.sanitize import one_line, visible
+
 
 def printable(text: str, limit: int = 60) -> str:
-    """A submission name made safe to print: no escape sequences or control characters from its folder name."""
-    out = "".join(ch if ch.isprintable() else "?" for ch in text)
-    return out if len(out) <= limit else out[:limit - 1] + "…"
+    """A submission name made safe to print on one line: control characters shown as escapes, cut at ``limit``."""
+    return one_line(text, limit)
 
 
 class Progress:
@@ -39,6 +44,7 @@ class Progress:
         return rate * (self.total - self.done)
 
     def log(self, message: str) -> None:
+        message = visible(message)
         if self._bar is not None:
             self._bar.console.print(message, markup=False, highlight=False)
         else:

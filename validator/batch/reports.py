@@ -8,7 +8,7 @@ from validator.results import ChallengeResult, CheckResult, Report, figure_from_
 from validator.spec import Challenge
 
 _CHECK_FIELDS = ("id", "kind", "status", "score", "max_score", "message", "title", "reproduce",
-                 "explanation", "duration_s", "review")
+                 "explanation", "answer", "duration_s", "review")
 
 
 def report_from_dict(data: dict[str, Any]) -> Report:

@@ -69,7 +69,7 @@ class Slot:
     def _grade(self, name: str, folder: Path, challenges: list[str] | None = None) -> dict[str, Any]:
         from validator.api import grade
         from validator.batch.submissions import Submission
-        from validator.questions import AnswersError
+        from validator.questions import AnswersError, id_note
         from validator.worker.client import SandboxedWorker
 
         sub = Submission(name, folder)
@@ -93,6 +93,11 @@ class Slot:
         if problems:  # graded as an empty file: nothing refused is ever parsed, imported or scanned
             notes.extend(f"{p}: the submission is not graded" if "not graded" not in p else p for p in problems)
             layers, files, package, notebook = self.empty_file, {"layers.py": str(self.empty_file)}, None, None
+        challenge_ids = challenges or self.config.get("challenges")
+        student_id = (self.config.get("student_ids") or {}).get(name, name)  # whose numbers: the platform's id
+        note = id_note(answers, student_id, [self.catalogue[c] for c in challenge_ids or self.catalogue])
+        if note:
+            notes.append(note)
         box = replace(self.box, files=files)
         # A package is imported from the worker's own scratch copy (the sandbox copies `files` in), never from here.
         worker = SandboxedWorker(layers, template=self.template, sandbox=box, budget_s=self.limits.wall_s,
@@ -100,7 +105,7 @@ class Slot:
         try:
             if notebook is not None:
                 notebook.note_import(worker)
-            report = grade(layers, challenges=challenges or self.config.get("challenges"), seed=self.config["seed"],
+            report = grade(layers, challenges=challenge_ids, seed=self.config["seed"], student_id=student_id,
                            profile=self.config["profile"], answers=answers, worker=worker,
                            catalogue=self.catalogue, reference_dir=self.config.get("reference_dir"),
                            student_arg=None, reference_mode="live", package=package,

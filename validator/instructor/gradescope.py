@@ -21,6 +21,13 @@ score is refused (0, with a grader error naming what is missing) unless the inst
 opted in to a degraded sandbox: ``VALIDATOR_ALLOW_DEGRADED=1`` in the environment, or
 ``allow_degraded: true`` in the bundle's ``autograder.yaml`` (``validator release
 --autograder DIR --allow-degraded`` writes it). The output then says which defences ran.
+
+``show_answers`` in ``autograder.yaml`` is the answer policy (default ``after_due_date``: a
+wrong answer's right answer is a points-free test Gradescope shows after the due date). The
+questions drawn per student use the submitter's email from Gradescope's
+``submission_metadata.json`` (else ``$VALIDATOR_STUDENT_ID``). Every text written here, the
+log included, shows the submission's text without letting it act (control characters and
+workflow-command lines made visible).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import argparse
 import io
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -151,6 +159,36 @@ def graded_challenges(bundle: Path) -> list[str] | None:
     return chosen
 
 
+def answer_policy(bundle: Path) -> str:
+    """``show_answers:`` of autograder.yaml (:data:`validator.questions.SHOW_ANSWERS`), by default
+    ``after_due_date``: a wrong answer's right answer is a test Gradescope shows once the due date passed."""
+    from validator.questions import OFFICIAL_SHOW_ANSWERS, show_answers_setting
+
+    value = settings(bundle).get("show_answers", OFFICIAL_SHOW_ANSWERS)
+    return show_answers_setting(value, where=f"{SETTINGS_FILE}: `show_answers`")
+
+
+METADATA = "submission_metadata.json"  # Gradescope's, beside submission/: who submitted, the assignment
+STUDENT_ENV = "VALIDATOR_STUDENT_ID"
+
+
+def submitter_id(root: Path) -> str | None:
+    """Whose numbers the questions drawn per student use: the submitter's email in Gradescope's
+    submission_metadata.json (a group's first email in alphabetical order), else ``$VALIDATOR_STUDENT_ID``
+    (the GitHub step sets it to the student repository's owner), else None (the example numbers)."""
+    try:
+        meta = json.loads((root / METADATA).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        meta = None
+    users = meta.get("users") if isinstance(meta, dict) else None
+    emails = sorted(str(u["email"]).strip() for u in users or []
+                    if isinstance(u, dict) and isinstance(u.get("email"), str) and u["email"].strip())
+    if emails:
+        return emails[0]
+    found = os.environ.get(STUDENT_ENV, "").strip()
+    return found or None
+
+
 def _notebooks(names) -> list[str]:
     return sorted(n for n in names if n.endswith(".ipynb") and not n.startswith("."))
 
@@ -185,24 +223,51 @@ def missing() -> dict[str, Any]:
                                     "(with its tests/adapters.py).", "tests": [], "visibility": "visible"}
 
 
+def shown_now(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tests a student sees now: not those Gradescope shows only later (a wrong answer's right answer,
+    ``after_due_date``) or never; a CI log has no due date, so it never shows them."""
+    return [t for t in results.get("tests", []) if t.get("visibility", "visible") == "visible"]
+
+
+def _cell(text: Any) -> str:
+    """Text for a Markdown table cell: visible, one line, no pipe or backtick to break the table."""
+    from validator.reporters.sanitize import one_line
+
+    return one_line(text).replace("|", "\\|").replace("`", "'")
+
+
+def _fenced(text: str) -> list[str]:
+    """``text`` in a Markdown code block whose fence no run of backticks inside can close."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence, text, fence]
+
+
 def summary(results: dict[str, Any]) -> str:
-    tests = results.get("tests", [])
+    """The job summary (Markdown). Student text is made visible and cannot break out of its cell or block."""
+    from validator.reporters.sanitize import visible
+
+    tests = [t for t in shown_now(results) if "max_score" in t]
     total = sum(t.get("max_score", 0) for t in tests)
     lines = [f"## Grade: {results.get('score', 0):g} / {total:g}", "", "| check | points |", "|---|---|"]
-    lines += [f"| {'✅' if t['status'] == 'passed' else '❌'} {t['name']} | {t['score']:g}/{t['max_score']:g} |"
-              for t in tests]
+    lines += [f"| {'✅' if t.get('status') == 'passed' else '❌'} {_cell(t.get('name', ''))} | "
+              f"{t.get('score', 0):g}/{t.get('max_score', 0):g} |" for t in tests]
     if not tests:
-        lines += ["", "```", str(results.get("output", ""))[:4000], "```"]
+        lines += ["", *_fenced(visible(str(results.get("output", ""))[:4000]))]
     return "\n".join(lines) + "\n"
 
 
 def text_report(results: dict[str, Any]) -> str:
-    """The student-visible report as plain text (for a CI log)."""
-    lines = [str(results.get("output", "")), ""]
-    for t in results.get("tests", []):
-        lines.append(f"[{t['status']}] {t['name']}: {t['score']:g}/{t['max_score']:g}")
-        if t["status"] != "passed" and t.get("output"):
-            lines += ["    " + line for line in str(t["output"]).splitlines()]
+    """The student-visible report as plain text (for a CI log), made visible: no control character or
+    workflow command of the student's acts on the log."""
+    from validator.reporters.sanitize import one_line, visible
+
+    lines = [visible(results.get("output", "")), ""]
+    for t in shown_now(results):
+        lines.append(f"[{one_line(t.get('status', ''))}] {one_line(t.get('name', ''))}: "
+                     f"{t.get('score', 0):g}/{t.get('max_score', 0):g}")
+        if t.get("status") != "passed" and t.get("output"):
+            lines += ["    " + line for line in visible(t["output"]).splitlines()]
     lines.append(f"score: {results.get('score', 0):g}")
     return "\n".join(lines) + "\n"
 
@@ -217,6 +282,9 @@ def _write(results_dir: Path, results: dict[str, Any], report: dict[str, Any] | 
                 path = os.path.join(folder, name)
                 if not os.path.islink(path):
                     os.chmod(path, 0o644)
+    from validator.reporters.sanitize import safe
+
+    results = safe(results)  # notes name the student's files: shown, never acted on
     (results_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     (results_dir / "report.txt").write_text(text_report(results), encoding="utf-8")
     (results_dir / "grader.log").write_text(log, encoding="utf-8")
@@ -225,14 +293,22 @@ def _write(results_dir: Path, results: dict[str, Any], report: dict[str, Any] | 
 
 
 class _Tee(io.StringIO):
+    """The grading step's log: to ``stream`` (Gradescope's stdout, the GitHub step's log) and kept for
+    grader.log, made visible on the way (:class:`~validator.reporters.sanitize.SafeStream`)."""
+
     def __init__(self, stream: TextIO):
+        from validator.reporters.sanitize import SafeStream
+
         super().__init__()
         self.stream = stream
+        self._safe = SafeStream(stream)
 
     def write(self, text: str) -> int:
-        self.stream.write(text)
+        shown = self._safe.shown(text)
+        self.stream.write(shown)
         self.stream.flush()
-        return super().write(text)
+        super().write(shown)
+        return len(text)
 
 
 # -- the grading step ------------------------------------------------------------------------------------
@@ -253,6 +329,7 @@ def autograde(*, root: str | Path, profile: str = "batch", timeout: float = 300.
         allow_degraded = allowed_degraded(paths.PROJECT_ROOT)
     try:
         challenges = graded_challenges(paths.PROJECT_ROOT)
+        show_answers = answer_policy(paths.PROJECT_ROOT)
     except ValueError as exc:
         print(f"error: {exc}", file=log)
         _write(results_dir, grader_error(f"the autograder is misconfigured ({exc}).", sandbox_line), None,
@@ -284,7 +361,8 @@ def autograde(*, root: str | Path, profile: str = "batch", timeout: float = 300.
     try:
         status = grade_folder(submissions=work / "submissions", out=out, challenges=challenges, profile=profile,
                               timeout=timeout, memory=memory, workers=1, stream=log, live=False,
-                              class_view=False)
+                              class_view=False, show_answers=show_answers,
+                              student_ids={NAME: submitter_id(root) or ""})
     except (UsageError, SpecError) as exc:  # an unknown challenge in autograder.yaml, a spec that does not load
         print(f"error: {exc}", file=log)
         _write(results_dir, grader_error(f"the autograder is misconfigured ({exc}).", sandbox_line), None,

@@ -16,6 +16,7 @@ names another cause is seen before a student reads it.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -83,6 +84,107 @@ def plan(catalogue: dict[str, Challenge], *, reference_file: Path, challenges_di
         if fx.name.removesuffix(".frozen") not in catalogue:
             out.orphans.append(fx)
     return out
+
+
+# -- the questions' lint: what a student could score without knowing anything ------------------------------
+GUESS_LIMIT = 0.40  # the share of choice questions a content-blind strategy may score over the catalogue
+LONGEST_MARGIN = 1.25  # a right choice this much longer than every other is a tell on its own
+_ABSOLUTE = re.compile(r"\b(always|never|only|all|none|every|must|cannot|impossible|guaranteed|completely|"
+                       r"entirely)\b", re.I)
+
+
+def _choice_questions(catalogue: dict[str, Challenge], key: dict) -> list[tuple[str, object, str]]:
+    """(challenge id, question, right letter) for every choice question the key answers."""
+    out = []
+    for cid, ch in catalogue.items():
+        for q in ch.questions:
+            entry = (key.get(cid) or {}).get(q.id)
+            if q.type == "choice" and isinstance(entry, dict) and str(entry.get("answer", "")).lower() in q.choices:
+                out.append((cid, q, str(entry["answer"]).lower()))
+    return out
+
+
+def guess_scores(catalogue: dict[str, Challenge], key: dict) -> dict[str, tuple[float, int]]:
+    """What content-blind strategies score on the choice questions: (expected right answers, questions).
+
+    ``longest`` picks the longest choice, ``shortest`` the shortest, ``same letter`` always the letter that
+    is most often right (in hindsight: a catalogue's position tell), ``no absolutes`` picks at random among
+    the choices without always/never/only... (all of them where every choice has one). Chance is 1/k.
+    """
+    rows = _choice_questions(catalogue, key)
+    scores = {"chance": 0.0, "longest": 0.0, "shortest": 0.0, "same letter": 0.0, "no absolutes": 0.0}
+    letters: dict[str, int] = {}
+    for _, q, right in rows:
+        lengths = {k: len(" ".join(str(v).split())) for k, v in q.choices.items()}
+        scores["chance"] += 1 / len(q.choices)
+        for name, pick in (("longest", max), ("shortest", min)):
+            best = pick(lengths.values())
+            tied = [k for k, n in lengths.items() if n == best]
+            scores[name] += (right in tied) / len(tied)
+        plain = [k for k, v in q.choices.items() if not _ABSOLUTE.search(str(v))] or list(q.choices)
+        scores["no absolutes"] += (right in plain) / len(plain)
+        letters[right] = letters.get(right, 0) + 1
+    scores["same letter"] = float(max(letters.values(), default=0))
+    return {name: (value, len(rows)) for name, value in scores.items()}
+
+
+def question_lint(catalogue: dict[str, Challenge], key: dict, wanted: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(problems, warnings) of the questions: a key formula that cannot grade is a problem; tells in the
+    choices (the right one much the longest; strategies over the catalogue above :data:`GUESS_LIMIT`) and a
+    hint that states the answer are warnings."""
+    from validator.questions import FormulaError, draw, evaluate, formula_names, render, show_number
+
+    problems: list[str] = []
+    warnings: list[str] = []
+    if "student" in catalogue:
+        problems.append("a challenge may not be called `student`: answers.yaml keeps the student's id under it")
+    for cid in wanted:
+        for q in catalogue[cid].questions:
+            entry = (key.get(cid) or {}).get(q.id)
+            if not isinstance(entry, dict):
+                continue
+            where = f"reference/answer_key.yaml: {cid}.{q.id}"
+            hint = entry.get("hint")
+            if q.type == "numeric":
+                unknown = formula_names(entry.get("answer")) - set(q.params)
+                if unknown:
+                    problems.append(f"{where}: the formula names {', '.join(sorted(unknown))}, which the question's "
+                                    f"params do not define ({', '.join(q.params) or 'none'})")
+                    continue
+                students = [None, *(f"lint-{i}" for i in range(8))] if q.params else [None]
+                try:
+                    for who in students:
+                        values = draw(cid, q, who)
+                        answer = evaluate(entry.get("answer"), values)
+                        shown = show_number(answer)
+                        stated = re.search(rf"(?<![\w.]){re.escape(shown)}(?!\w|\.\d)",
+                                           render(str(hint), values).replace(",", ""))
+                        if hint and stated and len(shown) >= 2:
+                            warnings.append(f"{where}: the hint states the answer ({shown}): a wrong answer's "
+                                            "feedback would give it away")
+                            break
+                except FormulaError as exc:
+                    problems.append(f"{where}: {exc}")
+                continue
+            right = str(entry.get("answer", "")).lower()
+            if right not in q.choices:
+                continue
+            lengths = {k: len(" ".join(str(v).split())) for k, v in q.choices.items()}
+            others = [n for k, n in lengths.items() if k != right]
+            if others and lengths[right] >= LONGEST_MARGIN * max(others):
+                warnings.append(f"{cid}.{q.id}: the right choice ({right}) is by far the longest ({lengths[right]} "
+                                f"characters, the next {max(others)}): a guesser picks it; shorten it or say as much "
+                                "in the others")
+            if hint and " ".join(str(q.choices[right]).split()).lower() in " ".join(str(hint).split()).lower():
+                warnings.append(f"{where}: the hint quotes the right choice: a wrong answer's feedback would give it away")
+    scores = guess_scores(catalogue, key)
+    total = scores["chance"][1]
+    for name, (value, n) in scores.items():
+        if name != "chance" and n and value / n > GUESS_LIMIT:
+            warnings.append(f"choice questions: picking the {name} choice scores {value:g} of {n} "
+                            f"({value / n:.0%}; chance {scores['chance'][0] / max(total, 1):.0%}, limit "
+                            f"{GUESS_LIMIT:.0%}): rewrite choices so that the form of an answer does not give it away")
+    return problems, warnings
 
 
 def library_files(implementations_dir: Path, challenge_id: str) -> list[Path]:
@@ -177,6 +279,10 @@ def regenerate(*, check: bool = False, challenges: Sequence[str] | None = None, 
     problems: list[str] = []
     for cid in wanted:
         problems += key_answers(key, catalogue[cid])[1]
+    lint_problems, lint_warnings = question_lint(catalogue, key, wanted)
+    problems += lint_problems
+    for msg in lint_warnings:
+        say(f"warning: {msg}")
 
     stale_texts = [p for p, text in todo.texts.items()
                    if not p.exists() or p.read_text(encoding="utf-8") != text]

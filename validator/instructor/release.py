@@ -68,9 +68,10 @@ def secrets(reference_file: Path, key_file: Path, handed_out: str) -> list[tuple
         for qid, entry in (questions or {}).items():
             if not isinstance(entry, dict):
                 continue
-            explanation = " ".join(str(entry.get("explanation") or "").split())
-            if len(explanation) >= MIN_LEAK_LINE:
-                out.append((explanation[:80], f"the answer key's explanation for {cid}.{qid}"))
+            for field in ("explanation", "hint"):  # a hint is shown after a wrong answer, not handed out whole
+                text = " ".join(str(entry.get(field) or "").split())
+                if len(text) >= MIN_LEAK_LINE:
+                    out.append((text[:80], f"the answer key's {field} for {cid}.{qid}"))
             answer = entry.get("answer")
             # A number the specs already state (a vocabulary size, say) gives nothing away.
             if isinstance(answer, (int, float)) and not isinstance(answer, bool) and len(str(answer)) >= 4 \
@@ -223,7 +224,10 @@ that you write by hand in `student/layers.py`.
    `validator submit-build`), or as test items: `python -m pytest --validator`
    (`--validator-challenge <id>`, `-k`, `-x` and `-n` work as usual).
 4. Answer the questions in `student/answers.yaml` (or at the prompt, when you run
-   `submit-build` at a terminal: your answers are saved there, comments kept).
+   `submit-build` at a terminal: your answers are saved there, comments kept). A
+   question with `<name>` in it is drawn per student: set your student id once,
+   `validator submit-build --student-id YOUR_ID` (on Gradescope, the email you
+   submit with), and `submit-build` prints your numbers and asks with them.
 
 Set up once (a CPU build of torch is enough):
 
@@ -345,13 +349,23 @@ PY=${PYTHON:-$(command -v python3)}
 export AUTOGRADER_ROOT=${AUTOGRADER_ROOT:-${RUNNER_TEMP:-/tmp}/autograder}
 rm -rf "$AUTOGRADER_ROOT" && mkdir -p "$AUTOGRADER_ROOT"
 ln -s "$WS/submission" "$AUTOGRADER_ROOT/submission"
+# Whose numbers the questions drawn per student use: the student repository's owner, unless set.
+if [ -n "${STUDENT_REPOSITORY:-}" ] && [ -z "${VALIDATOR_STUDENT_ID:-}" ]; then
+  export VALIDATOR_STUDENT_ID="${STUDENT_REPOSITORY%%/*}"
+fi
 AS_ROOT=()
 if [ "$(id -u)" != 0 ]; then
-  AS_ROOT=(sudo --preserve-env=AUTOGRADER_ROOT,VALIDATOR_PROFILE,VALIDATOR_ALLOW_DEGRADED,AUTOGRADER_TIMEOUT,AUTOGRADER_MEMORY)
+  AS_ROOT=(sudo --preserve-env=AUTOGRADER_ROOT,VALIDATOR_PROFILE,VALIDATOR_ALLOW_DEGRADED,AUTOGRADER_TIMEOUT,AUTOGRADER_MEMORY,VALIDATOR_STUDENT_ID)
 fi
+# Nothing printed while the submission is graded and reported is read as a workflow command (::error::,
+# ::add-mask::...): the grader shows such text harmlessly already; this token, which no submission can
+# know, switches the runner's command processing off until the report is out.
+TOKEN="stop-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n')"
+echo "::stop-commands::$TOKEN"
 "${AS_ROOT[@]}" env PYTHON="$PY" bash "$SRC/run_autograder"
 status=$?
 cat "$AUTOGRADER_ROOT/results/report.txt" 2>/dev/null || true
+echo "::$TOKEN::"
 PYTHONPATH="$SRC" PYTHONDONTWRITEBYTECODE=1 "$PY" -m validator.instructor.gradescope \\
   --summary "$AUTOGRADER_ROOT/results/results.json" >> "${GITHUB_STEP_SUMMARY:-/dev/null}"
 exit $status
@@ -395,6 +409,7 @@ jobs:
       - name: Grade
         env:
           CI: "1"
+          STUDENT_REPOSITORY: ${{ inputs.repository }}
         run: bash grade_github.sh
       - uses: actions/upload-artifact@v4
         if: always()
@@ -457,9 +472,15 @@ reproduce line, e.g. `validator submit-build --challenge {example} --check <chec
 --seed {seed} --profile batch`: run in their handout, it replays the same inputs against
 the reference results the handout recorded (seeds {seeds}, profiles {profiles}), so it
 fails there the same way. A check that times the reference says that it replays only
-where the reference is. A question shows the right answer and why, once answered. The
-top of the page lists each challenge's score, notes (files left out of the submission,
-a degraded sandbox) and the seed. Nothing of the reference or the answer key is shown.
+where the reference is. A question answered wrong says what was given and the key's
+hint; the right answer and the key's explanation follow `show_answers` ({show_answers}
+in this bundle: see below), so that resubmitting what the feedback said earns nothing
+before the due date. A question drawn per student uses the numbers of the submitter's
+Gradescope email (students see theirs with `validator submit-build --student-id
+THEIR_EMAIL`). The top of the page lists each challenge's score, notes (files left out of
+the submission, a degraded sandbox) and the seed. Nothing of the reference is shown, and
+all text from the submission is shown as text (escape sequences and control characters
+made visible).
 
 ## Files
 
@@ -470,9 +491,15 @@ a degraded sandbox) and the seed. Nothing of the reference or the answer key is 
   - `allow_degraded`: `true` grades even where the sandbox is incomplete (no root, no
     namespaces), marking results unofficial; `false` (the default) refuses to give a
     score there. `VALIDATOR_ALLOW_DEGRADED=1` in the environment does the same.
+  - `show_answers`: whether a wrong answer's feedback gives the right answer and the key's
+    explanation: `never`; `after_due_date` (the default) as a test of its own, without
+    points, that Gradescope shows once the due date (and any late due date) has passed, and
+    never in the GitHub log; or `always`. The key's `hint`s are shown in every case.
 - Variables `run_autograder` reads: `PYTHON` (default `python3`), `VALIDATOR_PROFILE`
   (default `batch`), `AUTOGRADER_TIMEOUT` (seconds, default {timeout}), `AUTOGRADER_MEMORY`
-  (MB, default {memory}), `AUTOGRADER_ROOT` (default `/autograder`).
+  (MB, default {memory}), `AUTOGRADER_ROOT` (default `/autograder`), `VALIDATOR_STUDENT_ID`
+  (whose numbers the questions drawn per student use where Gradescope's
+  `submission_metadata.json` is absent; the GitHub step sets it to the student repository's owner).
 - What a run leaves in `results/`: `results.json` (what Gradescope reads), `report.txt`
   (the same as text), `report.json` (the full report), `grader.log` (the grader's log)
   and `graded/`: the files that were graded (`submissions/`) and the batch grader's
@@ -487,11 +514,15 @@ Push this folder as a repository of its own: `.github/workflows/grade.yml` grade
 `answers.yaml` there), or a student's repository by hand (*Actions*, *grade*, *Run
 workflow*, with the repository and branch). The job installs with `setup.sh`, grades
 with `grade_github.sh` (`run_autograder` as root, through `sudo`), writes the grade to
-the job summary and uploads `results/` as the `grade-report` artifact.
+the job summary and uploads `results/` as the `grade-report` artifact. While it grades
+and prints the report, the runner's workflow commands are off (`::stop-commands::` with
+a token no submission can know), and the report shows a submission's text harmlessly
+anyway: a line of it cannot raise an annotation, mask a value or end the step.
 """
 
 
-def bundle_readme(catalogue: dict, graded: list[str], *, folder: str, zip_name: str) -> str:
+def bundle_readme(catalogue: dict, graded: list[str], *, folder: str, zip_name: str,
+                  show_answers: str = "after_due_date") -> str:
     from validator.reference_side import OFFICIAL_SEED, RECORD_PROFILES, RECORD_SEEDS
 
     chosen = [catalogue[c] for c in graded]
@@ -505,7 +536,7 @@ def bundle_readme(catalogue: dict, graded: list[str], *, folder: str, zip_name: 
         challenges=challenge_list({c: catalogue[c] for c in graded}), zip_name=zip_name, folder=folder,
         example=graded[0], seed=OFFICIAL_SEED, seeds=", ".join(map(str, RECORD_SEEDS)),
         profiles=", ".join(RECORD_PROFILES), timeout=300, memory=2048,
-        graded_yaml="all of the catalogue" if whole else ", ".join(graded))
+        graded_yaml="all of the catalogue" if whole else ", ".join(graded), show_answers=show_answers)
 
 
 def _with_bases(catalogue: dict, chosen: list[str]) -> list[str]:
@@ -548,7 +579,8 @@ def write_zip(bundle: Path, archive: Path) -> Path:
 
 def build_autograder(out: Path, *, force: bool = False, challenges_dir: Path | None = None,
                      reference_dir: Path | None = None, allow_degraded: bool = False,
-                     challenges: list[str] | None = None, zip_path: Path | None = None) -> list[str]:
+                     challenges: list[str] | None = None, zip_path: Path | None = None,
+                     show_answers: str = "after_due_date") -> list[str]:
     """Build the grading bundle in ``out`` and its Gradescope zip; returns the bundle's top-level entries.
 
     ``challenges`` (an assignment's subset; default: the whole catalogue) are the challenges the bundle
@@ -556,8 +588,16 @@ def build_autograder(out: Path, *, force: bool = False, challenges_dir: Path | N
     ``allow_degraded`` writes ``allow_degraded: true`` to ``autograder.yaml``: the bundle then grades
     (unofficially, and says so) where the machine cannot give the full sandbox, instead of refusing.
     ``zip_path`` (default: ``out`` with ``.zip`` added, beside it) receives the upload for Gradescope.
+    ``show_answers`` (:data:`validator.questions.SHOW_ANSWERS`) is written to ``autograder.yaml``: whether
+    a wrong answer's feedback gives the right answer, never, after the due date or always.
     """
     from validator.api import UsageError, select_challenges
+    from validator.questions import show_answers_setting
+
+    try:
+        show_answers = show_answers_setting(show_answers, where="--show-answers")
+    except ValueError as exc:
+        raise ReleaseError(str(exc)) from None
 
     root = paths.PROJECT_ROOT
     challenges_dir = challenges_dir or paths.challenges_dir()
@@ -592,8 +632,8 @@ def build_autograder(out: Path, *, force: bool = False, challenges_dir: Path | N
     _copy_challenges(challenges_dir, out / "challenges", carried)
     if (root / "pyproject.toml").exists():
         shutil.copy2(root / "pyproject.toml", out / "pyproject.toml")
-    (out / "README.md").write_text(bundle_readme(catalogue, graded, folder=out.name, zip_name=zip_path.name),
-                                   encoding="utf-8")
+    (out / "README.md").write_text(bundle_readme(catalogue, graded, folder=out.name, zip_name=zip_path.name,
+                                                 show_answers=show_answers), encoding="utf-8")
     v = versions()
     for name, text in (("setup.sh", SETUP_SH.format(torch=v["torch"], requirements=setup_requirements(root))),
                        ("run_autograder", RUN_AUTOGRADER),
@@ -604,7 +644,12 @@ def build_autograder(out: Path, *, force: bool = False, challenges_dir: Path | N
                 + ("challenges: all\n" if len(graded) == len(catalogue)
                    else "challenges:\n" + "".join(f"  - {c}\n" for c in graded))
                 + "# true: grade even where the sandbox is incomplete (no root, no namespaces); the results say so\n"
-                f"allow_degraded: {'true' if allow_degraded else 'false'}\n")
+                f"allow_degraded: {'true' if allow_degraded else 'false'}\n"
+                "# A wrong answer's right answer (and the key's explanation, which states it): never shown;\n"
+                "# after_due_date, as a test Gradescope shows once the due date has passed (never in a CI log);\n"
+                "# or always (then resubmitting what the feedback said earns the points). The key's hints\n"
+                "# are shown either way.\n"
+                f"show_answers: {show_answers}\n")
     (out / "autograder.yaml").write_text(settings, encoding="utf-8")
     (out / ".github" / "workflows").mkdir(parents=True)
     (out / ".github" / "workflows" / "grade.yml").write_text(WORKFLOW, encoding="utf-8")
@@ -617,7 +662,7 @@ def build_autograder(out: Path, *, force: bool = False, challenges_dir: Path | N
 
 def main(*, out: str | None = None, autograder: str | None = None, force: bool = False,
          allow_degraded: bool = False, challenges: list[str] | None = None, notebook: bool = False,
-         notebook_from: list[str] | None = None) -> int:
+         notebook_from: list[str] | None = None, show_answers: str = "after_due_date") -> int:
     """Entry for the CLI: ``--out DIR`` builds the handout, ``--autograder DIR`` the bundle (or both);
     ``challenges`` selects the bundle's challenges (a handout holds the whole catalogue); ``--notebook`` /
     ``--notebook-from`` add notebooks to the handout (validator/instructor/notebook_release.py)."""
@@ -641,7 +686,8 @@ def main(*, out: str | None = None, autograder: str | None = None, force: bool =
                 _release_notebooks(Path(out), notebook, notebook_from or [])
         if autograder:
             bundle = Path(autograder)
-            written = build_autograder(bundle, force=force, allow_degraded=allow_degraded, challenges=challenges)
+            written = build_autograder(bundle, force=force, allow_degraded=allow_degraded, challenges=challenges,
+                                       show_answers=show_answers)
             zip_path = bundle_zip(bundle)
             print(f"autograder bundle written to {autograder}: {', '.join(written)}")
             print(f"  upload to Gradescope: {zip_path} (the bundle's contents at the zip's root; see "

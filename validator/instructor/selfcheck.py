@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from validator.api import grade
+from validator.questions import FormulaError, draw, evaluate
 from validator.instructor.fixtures import RecordingReference, fingerprint
 from validator.checks import live_only_tests
 from validator.reference_side import (RECORD_PROFILES, RECORD_SEEDS, FixtureFile, fixture_path,
@@ -29,6 +30,12 @@ def key_answers(key: dict[str, dict[str, Any]], challenge: Challenge) -> tuple[d
         if q.type == "choice" and str(entry["answer"]).lower() not in q.choices:
             problems.append(f"reference/answer_key.yaml: {challenge.id}.{q.id} answer {entry['answer']!r} is not "
                             f"one of the choices {', '.join(q.choices)}")
+        if q.type == "numeric":  # a formula: the answer for the numbers graded without a student id
+            try:
+                answers[q.id] = evaluate(entry["answer"], draw(challenge.id, q, None))
+            except FormulaError as exc:
+                problems.append(f"reference/answer_key.yaml: {challenge.id}.{q.id}: {exc}")
+            continue
         answers[q.id] = entry["answer"]
     for qid in mine:
         if qid not in {q.id for q in challenge.questions}:

@@ -1,6 +1,8 @@
 """Renderers of plain-data results: terminal, JSON and HTML here, batch formats beside them.
 
-``figures`` draws the figures a check carries (an init histogram) as text for every text reporter.
+``figures`` draws the figures a check carries (an init histogram) as text for every text reporter;
+``sanitize`` makes student text (exception messages, names) visible instead of acting on a terminal,
+a CI log or a page, for every reporter.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from validator.reporters import write_atomic
+from validator.reporters.sanitize import one_line
 from validator.results import Report
 
 
@@ -33,9 +34,9 @@ def grades_csv(rows: Sequence[tuple[str, Report]], *, challenges: Sequence[str] 
     writer.writerow(["name", "score", "max_score", *columns, "review"])
     for name, report in sorted(rows, key=lambda row: row[0]):
         by_id = {ch.id: ch.score for ch in report.challenges}
-        writer.writerow([_safe(name), f"{report.score:g}", f"{report.max_score:g}",
+        writer.writerow([_safe(one_line(name)), f"{report.score:g}", f"{report.max_score:g}",
                          *[f"{by_id[c]:g}" if c in by_id else "" for c in columns],
-                         _safe(" | ".join(report.review)[:1000])])
+                         _safe(one_line(" | ".join(report.review)[:1000]))])
     return out.getvalue()
 
 

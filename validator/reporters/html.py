@@ -16,6 +16,7 @@ from typing import Sequence
 
 from validator.reporters import write_atomic
 from validator.reporters.figures import bound_notes, num
+from validator.reporters.sanitize import one_line, safe_report
 from validator.reporters.terminal import (
     BREAKDOWN_LABELS,
     breakdown,
@@ -203,6 +204,8 @@ def check_html(ch: ChallengeResult, c: CheckResult) -> str:
     if c.message:
         parts.append(f"<pre>{esc(c.message)}</pre>")
     parts.extend(figure_html(f) for f in c.figures)
+    if c.answer:
+        parts.append(f'<p class="why">answer: {esc(c.answer)}</p>')
     if c.explanation:
         parts.append(f'<p class="why">why: {esc(c.explanation.strip())}</p>')
     if c.review:
@@ -257,6 +260,7 @@ svg.hist line.atom{stroke:#d62728;stroke-width:2}svg.hist text.atom{fill:#d62728
 def page(title: str, sections: Sequence[Section], *, headline: str = "", css: str = "") -> str:
     """A complete HTML document: the headline (HTML), then each section under its heading; ``css`` is
     appended to the page's style sheet (another page's own rules)."""
+    title = one_line(title)  # a submission's name: shown, never acted on
     body = []
     for s in sections:
         ident = f' id="{esc(s.anchor)}"' if s.anchor else ""
@@ -268,7 +272,9 @@ def page(title: str, sections: Sequence[Section], *, headline: str = "", css: st
 
 
 def render_html(report: Report, *, extra_sections: Sequence[Section] = (), title: str = "validator report") -> str:
-    """The report as one HTML document; ``extra_sections`` go after the challenges."""
+    """The report as one HTML document; ``extra_sections`` go after the challenges. Student text is made
+    visible (:mod:`validator.reporters.sanitize`) before it is escaped."""
+    report = safe_report(report)
     return page(title, [*report_sections(report), *extra_sections], headline=headline_html(report))
 
 

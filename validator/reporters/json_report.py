@@ -1,4 +1,5 @@
-"""The JSON report: the interface contract other tools and CI read."""
+"""The JSON report: the interface contract other tools and CI read (student text made visible, see
+:mod:`validator.reporters.sanitize`)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ import json
 from pathlib import Path
 
 from validator.reporters import write_atomic
+from validator.reporters.sanitize import safe_report
 from validator.results import Report
 
 
 def report_dict(report: Report) -> dict:
-    return report.to_dict()
+    return safe_report(report).to_dict()
 
 
 def write_json(report: Report, path: str | Path) -> None:

@@ -2,8 +2,8 @@
 
 ``failed`` checks become ``<failure>``, ``error`` (the code crashed, hung or was
 not run) ``<error>``, ``skipped`` ``<skipped>``; advisories pass with their
-advice in ``<system-out>``. Characters XML 1.0 cannot carry (student output may
-hold any byte) are replaced.
+advice in ``<system-out>``. Student text is made visible (:mod:`validator.reporters.sanitize`);
+characters XML 1.0 cannot carry are replaced.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from validator.reporters import write_atomic
+from validator.questions import revealed_lines
 from validator.reporters.figures import figure_lines
+from validator.reporters.sanitize import one_line, safe_report
 from validator.results import Report
 
 _INVALID_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -24,7 +26,8 @@ def clean(text: str) -> str:
 
 
 def junit_tree(report: Report, *, name: str | None = None) -> ET.Element:
-    name = clean(name or report.student)
+    report = safe_report(report)
+    name = clean(one_line(name or report.student))
     root = ET.Element("testsuites", name=name)
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for ch in report.challenges:
@@ -41,7 +44,8 @@ def junit_tree(report: Report, *, name: str | None = None) -> ET.Element:
             case = ET.SubElement(suite, "testcase", classname=clean(f"{name}.{ch.id}"), name=clean(c.id),
                                  time=f"{c.duration_s:.3f}")
             picture = "\n".join(figure_lines(c.figures)) if not c.ok else ""
-            text = "\n".join(x for x in (c.title, c.message, picture, c.reproduce and f"reproduce: {c.reproduce}") if x)
+            text = "\n".join(x for x in (c.title, c.message, picture, *revealed_lines(c),
+                                          c.reproduce and f"reproduce: {c.reproduce}") if x)
             first = (c.message or c.status).splitlines()[0] if (c.message or c.status) else c.status
             if c.status == "failed":
                 counts["failures"] += 1

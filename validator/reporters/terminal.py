@@ -7,6 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from validator.reporters.figures import figure_lines
+from validator.reporters.sanitize import one_line, safe, safe_report
 from validator.results import ChallengeResult, CheckResult, Report
 
 ICONS = {"passed": "[green]PASS[/]", "failed": "[red]FAIL[/]", "error": "[red]ERROR[/]",
@@ -33,17 +34,17 @@ def reproduce_run(*, seed: int, profile: str, student: str | None, challenges: l
 def render_header(console: Console, *, seed: int, profile: str, student: str, challenges: list[str],
                   device: str | None = None, student_arg: str | None = None, checks: list[str] | None = None,
                   map_arg: str | None = None) -> None:
-    console.print(f"[bold]submit-build[/] · student {escape(student)} · profile {escape(profile)} · seed {seed}"
-                  + (f" · your layers on {escape(device)}" if device else ""), soft_wrap=True)
+    console.print(f"[bold]submit-build[/] · student {escape(one_line(student))} · profile {escape(one_line(profile))} "
+                  f"· seed {seed}" + (f" · your layers on {escape(one_line(device))}" if device else ""), soft_wrap=True)
     command = reproduce_run(seed=seed, profile=profile, student=student_arg or student, challenges=challenges,
                             device=device, checks=checks, map_arg=map_arg)
     # soft_wrap: never broken into lines at the terminal width, so the command survives copy-paste
-    console.print(f"  reproduce this run: [cyan]{escape(command)}[/]", soft_wrap=True)
+    console.print(f"  reproduce this run: [cyan]{escape(one_line(command))}[/]", soft_wrap=True)
 
 
 def render_answer_formats(console: Console, formats: dict[str, list[tuple[str, str, str | None]]]) -> None:
     """Before grading: each challenge's answers as valid / invalid / missing (formats only, no key needed)."""
-    for challenge, rows in formats.items():
+    for challenge, rows in safe(formats).items():
         if not rows:
             continue
         counts = {s: sum(1 for _, status, _ in rows if status == s) for s in ("valid", "invalid", "missing")}
@@ -55,7 +56,27 @@ def render_answer_formats(console: Console, formats: dict[str, list[tuple[str, s
                 console.print(f"    [red]invalid[/] {escape(qid)}: {escape(why or '')}")
 
 
+def render_numbers(console: Console, challenges: list, student: str | None) -> None:
+    """Before grading: the numbers of each question drawn per student, for ``student`` (or, without an id,
+    the examples), and how to set the id official grading draws from."""
+    from validator.questions import draw, numbers_text
+
+    rows = [(ch.id, q.id, numbers_text(draw(ch.id, q, student))) for ch in challenges for q in ch.questions
+            if q.params]
+    if not rows:
+        return
+    if student:
+        console.print(f"  your numbers (student id {escape(one_line(student))}):")
+    else:
+        console.print("  [yellow]no student id set[/]: these are the example numbers; official grading draws "
+                      "yours from your id. Set it once: [cyan]validator submit-build --student-id YOUR_ID[/] "
+                      "(on Gradescope, the email you submit with)", soft_wrap=True)
+    for cid, qid, numbers in rows:
+        console.print(f"    {escape(cid)}.{escape(qid)}: {escape(numbers)}")
+
+
 def render_challenge(console: Console, result: ChallengeResult) -> None:
+    result = safe(result)  # student text shown, never acted on (escape sequences, CR, BS)
     table = Table(title=f"{escape(result.id)}: {escape(result.title)}  [{_points(result.score, result.max_score)}]",
                   title_justify="left", show_lines=False, expand=False)
     table.add_column("", no_wrap=True)
@@ -90,6 +111,8 @@ def _details(console: Console, c: CheckResult) -> None:
             console.print(f"    {escape(line)}")
     for line in figure_lines(c.figures):
         console.print(f"    {escape(line)}")
+    if c.answer:  # a wrong answer, where the answer policy shows it (submit-build: the instructor's own key)
+        console.print(f"    [dim]answer:[/] {escape(c.answer)}")
     if c.explanation:
         console.print(f"    [dim]why:[/] {escape(c.explanation.strip())}")
     if c.reproduce and c.kind != "question":
@@ -152,6 +175,7 @@ def verdict(report: Report, parts: dict[str, float] | None = None) -> tuple[str,
 
 
 def render_summary(console: Console, report: Report) -> None:
+    report = safe_report(report)
     console.print()
     for ch in report.challenges:
         console.print(f"  {escape(ch.id):32} {_points(ch.score, ch.max_score):>10}   {escape(check_counts(ch))}")

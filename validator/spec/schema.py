@@ -7,6 +7,7 @@ load-time error with a line number, not a surprise at grading time.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Literal, Optional, Union
 
@@ -212,6 +213,9 @@ class CheckSpec(BaseModel):
         return dict(self.model_extra or {})
 
 
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([^{}]*))?\}")  # {name} or {name:format}
+
+
 class Question(Strict):
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     type: Literal["choice", "numeric"]
@@ -220,6 +224,9 @@ class Question(Strict):
     tolerance: dict[Literal["abs", "rel"], float] = Field(default_factory=dict)
     unit: Optional[str] = None
     points: float = Field(1, ge=0)
+    # Per-student numbers: each `{name}` of the prompt takes one of these values, drawn from the student's
+    # id (validator.questions.draw); the key's answer is then a formula of the names.
+    params: dict[str, list[Union[int, float]]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _by_type(self):
@@ -229,6 +236,21 @@ class Question(Strict):
             raise ValueError("a numeric question has no `choices`")
         if any(v < 0 for v in self.tolerance.values()):
             raise ValueError("tolerances must be >= 0")
+        if self.params:
+            if self.type != "numeric":
+                raise ValueError("only a numeric question takes `params` (its numbers, drawn per student)")
+            for name, values in self.params.items():
+                if not re.fullmatch(r"[a-z_][a-z0-9_]*", name) or name == "answer":
+                    raise ValueError(f"param name {name!r}: use lower_case letters, digits and _ (not `answer`)")
+                if not values or any(isinstance(v, bool) or not math.isfinite(v) for v in values):
+                    raise ValueError(f"param {name!r} needs a list of finite numbers, got {values!r}")
+            used = {m.group(1) for m in PLACEHOLDER.finditer(self.prompt)}
+            if used - set(self.params):
+                raise ValueError(f"the prompt names {', '.join(sorted(used - set(self.params)))}, which `params` "
+                                 f"does not define (it defines {', '.join(self.params)})")
+            if set(self.params) - used:
+                raise ValueError(f"param {', '.join(sorted(set(self.params) - used))} never appears in the prompt "
+                                 "as {name}: a student could not see that number")
         return self
 
 

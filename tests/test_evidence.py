@@ -89,3 +89,12 @@ def test_a_call_that_measures_must_go_through_measured():
             ctx.student({**CALL, "trace_ops": False, key: value}, 1.0)
         with pytest.raises(RuntimeError, match="validator.checks.evidence.measured"):
             ctx.student_many([{**CALL, "trace_ops": False, key: value}], 1.0)
+
+
+def test_a_layer_known_wrong_is_judged_as_it_is(ctx):
+    """A value check failed before: the wrong measured run is that bug (ids it triggers on may be rare)."""
+    layer = Layer(torch.zeros(2, 3), RIGHT)
+    context = ctx(layer)
+    context.wrong_values = ["weight_gradient"]
+    assert evidence.measured(context, CHECK, CALL, "counting ops")["ok"]
+    assert [e for _, e in layer.calls] == [True]

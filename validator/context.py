@@ -111,6 +111,9 @@ class Context:
     param_problems: dict[str, str] = field(default_factory=dict)
     # Entries whose parameters tie in shape with nothing to tell them apart: no test weights can be loaded.
     ambiguous: set[str] = field(default_factory=set)
+    # The value and gradient checks of this challenge that failed so far (grade_challenge keeps it): a layer known
+    # to compute wrong values, whose wrong measured run is that bug, not a sign of behaving differently when measured.
+    wrong_values: list[str] = field(default_factory=list)
 
     # -- a student's package -------------------------------------------------
     def target(self, entry_name: str):

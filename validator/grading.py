@@ -24,6 +24,9 @@ from validator.spec.schema import Challenge, CheckSpec
 from validator.worker.client import Worker, WorkerFailure
 
 
+VALUE_KINDS = ("values", "gradient")  # checks whose failure says the layer computes wrong values (see evidence.py)
+
+
 def reproduce_command(challenge: str, check: str, seed: int, student: str | None, device: str | None = None,
                       profile: str | None = None, map_arg: str | None = None, needs_reference: bool = False) -> str:
     """A command that replays one check: same student file (or package and map), seed, profile and device.
@@ -234,6 +237,8 @@ def grade_challenge(challenge: Challenge, *, worker: Worker, ref: ReferenceSide,
                              "this check only means something for a working implementation")
         else:
             cr = run_check(ctx, check, student_arg)
+            if cr.kind in VALUE_KINDS and cr.status == "failed":
+                ctx.wrong_values.append(cr.id)
         done[check.id] = cr
         result.checks.append(cr)
         if on_check:

@@ -11,10 +11,12 @@ recognisable probe) and compute differently there. So every measured run is also
 - its output, and its gradients where it ran backward, are compared with the reference's on the same
   inputs (:func:`measured`), at the challenge's tolerance.
 
-A measured run whose values are wrong is looked at once more: the layer runs unmeasured on fresh
-inputs of the same size. Right there, the layer computes differently when it is measured: the check
-fails, marked for review. Wrong there too, the layer is simply wrong (the value checks say where) and
-its evidence is judged as it is, so one bug still costs only the checks that name it.
+A measured run whose values are wrong is a wrong layer where a value or gradient check of the challenge
+failed before (``Context.wrong_values``): its evidence is judged as it is, so one bug still costs only
+the checks that name it. Otherwise the layer runs unmeasured on fresh inputs of the same size (a few
+times): wrong there too, it is judged as it is; right there every time, the layer computes differently
+when it is measured, and the check fails, marked for review. (Confirming on the measured inputs
+themselves would let a layer replay, unmeasured, the wrong answer it gave when measured.)
 
 :meth:`validator.context.Context.student` refuses a call that yields evidence (``EVIDENCE_KEYS``)
 unless it comes through :func:`measured`: every check that measures gets this, present and future.
@@ -34,7 +36,7 @@ from validator.compare import mismatch, tolerance_for
 from validator.context import EVIDENCE_KEYS, CheckErrored, Context
 from validator.spec.schema import CheckSpec
 
-CONFIRMATIONS = 2  # unmeasured runs on fresh inputs that decide whether a wrong measured run is a wrong layer
+CONFIRMATIONS = 3  # unmeasured runs on fresh inputs that decide whether a wrong measured run is a wrong layer
 
 
 def evidence_seed(ctx: Context, check: CheckSpec, *salt: Any) -> int:
@@ -99,11 +101,11 @@ def measured(ctx: Context, check: CheckSpec, call: dict, doing: str = "running y
     result = raise_if_failed(ctx, sent, ctx.student(sent, check.timeout, doing, evidence=True))
     raise_if_tampered(result, doing)
     wrong = differences(ctx, result, ctx.reference_call(graded))
-    if wrong and not _wrong_unmeasured(ctx, check, graded):
+    if wrong and not getattr(ctx, "wrong_values", None) and not _wrong_unmeasured(ctx, check, graded):
         dims = ", ".join(f"{k}={v}" for k, v in (call.get("_dims") or {}).items() if isinstance(v, int))
         raise ReviewFailure(
             f"{doing}: the measured run's {wrong}, yet your layer returned the right values on fresh inputs of "
-            f"the same size ({dims}) when it was not measured. What the grader measures (ops, memory, time) "
+            f"the same size ({dims}) when it was not measured, and no value or gradient check failed. What the grader measures (ops, memory, time) "
             "must be the layer that is graded: compute the same way whatever is watching (the profiler, a "
             "dispatch mode, a repeated input). A person will review this submission",
             [f"the layer's values differ when it is measured ({doing})"])

@@ -240,6 +240,8 @@ def main(*, console=None, **kwargs) -> int:
     console = console or make_console()
     err = Console(stderr=True, highlight=False, soft_wrap=True)  # paths and commands stay whole for copy-paste
     try:
+        if kwargs.pop("watch", False):
+            return _watch(console=console, **kwargs)
         code, _ = submit_build(console=console, **kwargs)
         return code
     except SpecError as exc:  # messages are data: "[tool.validator.map]" is text, not markup
@@ -248,3 +250,10 @@ def main(*, console=None, **kwargs) -> int:
     except (UsageError, AnswersError) as exc:
         err.print(f"[red]error:[/] {escape(str(exc))}")
         return EXIT_USAGE
+
+
+def _watch(*, console, **kwargs) -> int:
+    """``--watch``: the first run as usual, then a regrade of what each save changed (:mod:`validator.watch`)."""
+    from validator.watch import watch_build
+
+    return watch_build(console=console, **kwargs)

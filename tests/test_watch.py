@@ -19,8 +19,8 @@ from types import SimpleNamespace
 import pytest
 
 from validator.results import ChallengeResult, CheckResult, Report
-from validator.watch import (ChangeWatcher, LayersFile, NotGradable, WatchSession, check_groups, needs_regrade,
-                             watch_build)
+from validator.watch import (ChangeWatcher, LayersFile, NotGradable, WatchSession, _contents, check_groups,
+                             needs_regrade, watch_build)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -206,17 +206,20 @@ class _Side:
         return self.inner.read(challenges, answers)
 
 
-def _session(tmp_path, console_file):
+def _session(tmp_path, console_file, during_first_run=None):
     from rich.console import Console
 
     side = _Side(tmp_path)
     side.layers.write_text(LAYERS)
+    before = _contents(side)
+    if during_first_run:
+        side.layers.write_text(during_first_run)
     first = Report(challenges=[_result(c.id) for c in CHALLENGES], seed=5, student=str(side.layers),
                    profile="quick")
     console = Console(file=console_file, width=200, soft_wrap=True, highlight=False)
     session = WatchSession(side=side, opts=SimpleNamespace(json_path=None, html_path=None), first=first,
                            catalogue={c.id: c for c in CHALLENGES}, header={}, console=console, terminal=False)
-    session.baseline(side.read(CHALLENGES, {}).fingerprints)
+    session.baseline(before)
     graded = []
 
     def grade(ids, snapshot, answers):
@@ -252,6 +255,12 @@ def test_a_save_that_does_not_parse_keeps_the_results_and_the_next_good_save_reg
     side.layers.write_text(LAYERS.replace("x + 1", "x + 2") + "\n# the end\n")
     session.show(session.on_change([str(side.layers)]))
     assert graded == [["b"]] and "nothing the graded code reads changed, results kept" in out.getvalue()
+
+
+def test_a_save_during_the_first_run_regrades_everything_at_the_next_change(tmp_path):
+    session, side, graded = _session(tmp_path, io.StringIO(), during_first_run=LAYERS.replace("x + 1", "x + 2"))
+    session.on_change([str(side.layers)])
+    assert graded == [["a", "b", "c"]]
 
 
 def test_ctrl_c_stops_the_watch_with_status_zero(tmp_path):

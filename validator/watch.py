@@ -25,7 +25,6 @@ the last results, and the next save that parses is regraded. Ctrl-C stops the wa
 from __future__ import annotations
 
 import ast
-import dataclasses
 import fnmatch
 import functools
 import hashlib
@@ -372,11 +371,11 @@ class LayersFile:
 class PackageRoot:
     """A student's own package graded through its mapping (or a CS336 repository through its adapters)."""
 
-    def __init__(self, root: Path, answers_path: Path, catalogue: dict, *, map_path: str | None,
+    def __init__(self, root: Path, answers_path: Path, *, map_path: str | None, catalogue: dict | None = None,
                  clock: Callable[[], float] = time.monotonic):
         self.root = Path(root)
         self.answers_path = answers_path
-        self.catalogue = catalogue
+        self.catalogue = catalogue  # the specs its mapping names (set once loaded)
         self.map_path = map_path
         self.grade_path = self.root
         self.clock = clock
@@ -494,16 +493,16 @@ class WatchSession:
                 raise NotGradable(f"{self.side.answers_path}: {exc}") from None
         return self._answers[1]
 
-    def baseline(self, before: dict[str, Fingerprint]) -> None:
-        """The fingerprints of what the first run graded: the code as read before it (a save during the run is
-        then regraded), the answers as they are after it (the prompt may have added some, and graded them)."""
+    def baseline(self, before: dict[str, bytes | None]) -> None:
+        """The fingerprints of what the first run graded. ``before`` is the code as it was when the first run
+        started: if a save changed it since, nothing is known to be current, and the next change regrades
+        everything. The answers count as they are now (the first run's prompt may have added some, and graded them)."""
+        if _contents(self.side) != before:
+            return
         try:
-            after = self.side.read(self.selected, self.answers()).fingerprints
+            self.prints = self.side.read(self.selected, self.answers()).fingerprints
         except NotGradable as exc:
             self.problem = str(exc)
-            return
-        self.prints = {cid: dataclasses.replace(before[cid], answers=after[cid].answers)
-                       for cid in self.order if cid in before}
 
     def on_change(self, changed: list[str]) -> Regrade:
         """Read the files again and regrade what the change could affect."""
@@ -644,7 +643,7 @@ class WatchSession:
             write_html_report(self.report(), self.opts.html_path, self.console)
 
 
-def student_side(opts, catalogue: dict):
+def student_side(opts):
     """The submission `submit-build` was given: a layers.py, or a package root with its answers file."""
     from validator import paths
     from validator.submit import _package_root
@@ -652,7 +651,7 @@ def student_side(opts, catalogue: dict):
     root = _package_root(opts.student, opts.map_path)
     if root is not None:
         answers = Path(opts.answers) if opts.answers else root / "answers.yaml"
-        return PackageRoot(root, answers, catalogue, map_path=opts.map_path)
+        return PackageRoot(root, answers, map_path=opts.map_path)
     student_file = paths.student_file(opts.student)
     answers = Path(opts.answers) if opts.answers else student_file.parent / "answers.yaml"
     return LayersFile(student_file, answers)
@@ -660,15 +659,19 @@ def student_side(opts, catalogue: dict):
 
 @contextmanager
 def _stops_on_term() -> Iterator[None]:
-    """SIGTERM stops the watch as Ctrl-C does (a terminal closing, a test ending it): through the same clean-up."""
+    """SIGTERM and SIGHUP stop the watch as Ctrl-C does (a test ending it, its terminal closing): through the same
+    clean-up, so no worker or forked grader is left behind."""
     def stop(signum, frame):
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, stop)
+    wanted = [sig for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None))  # left alone where ignored (nohup)
+              if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN]
+    previous = {sig: signal.signal(sig, stop) for sig in wanted}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def watch_build(*, console=None, first_run: Callable[..., tuple[int, Report | None]] | None = None,
@@ -682,16 +685,17 @@ def watch_build(*, console=None, first_run: Callable[..., tuple[int, Report | No
     opts = SubmitOptions(**options)
     console = console or make_console()
     terminal = console.is_terminal
-    catalogue = load_catalogue(opts.challenges_dir or paths.challenges_dir())
-    side = student_side(opts, catalogue)
+    side = student_side(opts)
     interrupt = signal.getsignal(signal.SIGINT)
     with _stops_on_term():
         try:
             watcher = watcher or ChangeWatcher(side.files)  # before the first run: a save during it is seen
-            before = _fingerprints_now(side, catalogue)
+            before = _contents(side)
             _, first = (first_run or submit_build)(console=console, **options)
             if first is None:
                 return 0
+            catalogue = load_catalogue(opts.challenges_dir or paths.challenges_dir())
+            side.catalogue = catalogue
             header = dict(seed=first.seed, profile=first.profile, student=first.student,
                           challenges=list(opts.challenges or []), device=opts.device, student_arg=opts.student,
                           checks=list(opts.checks or []), map_arg=opts.map_path)
@@ -711,10 +715,13 @@ def watch_build(*, console=None, first_run: Callable[..., tuple[int, Report | No
             signal.signal(signal.SIGINT, interrupt)
 
 
-def _fingerprints_now(side, catalogue: dict) -> dict[str, Fingerprint]:
-    """Every challenge's fingerprint as the files stand (none where they cannot be graded: the first save that can
-    regrades everything)."""
-    try:
-        return side.read(list(catalogue.values()), {}).fingerprints
-    except (NotGradable, OSError):
-        return {}
+def _contents(side) -> dict[str, bytes | None]:
+    """The bytes of the submission's code files (not the answers), to tell whether they changed meanwhile."""
+    out: dict[str, bytes | None] = {}
+    for name in side.files():
+        if Path(name) != Path(side.answers_path):
+            try:
+                out[name] = Path(name).read_bytes()
+            except OSError:
+                out[name] = None
+    return out

@@ -367,3 +367,38 @@ def test_watch_regrades_the_edited_challenge_says_what_does_not_parse_and_stops_
     assert "stopped watching" in rest
     time.sleep(0.5)
     assert _processes_mentioning(str(student)) == []
+
+
+@pytest.mark.thorough
+@pytest.mark.parametrize("broken", ["ids_clamped.py", "embedding_bag_forward.py"])
+def test_a_challenge_graded_in_groups_of_checks_gets_the_verdicts_and_messages_of_a_whole_run(broken):
+    """The watch spreads one challenge's checks over the graders; put back together, the result is the one a
+    single grading gives: every check's status, points and message (timings aside), and the questions."""
+    from helpers import IMPLEMENTATIONS, catalogue
+
+    from validator.api import grade
+    from validator.submit import SubmitOptions
+    from validator.worker.client import Worker
+
+    path = IMPLEMENTATIONS / "token_embedding" / "broken" / broken
+    answers = {"token_embedding": {"gpt2_token_table_params": 38597376, "negative_id_wraps": "b"}}  # right, wrong
+    whole = grade(path, challenges=["token_embedding"], seed=4, profile="quick", answers=answers,
+                  catalogue=catalogue()).challenges[0]
+    side = LayersFile(path, path.parent / "answers.yaml")
+    first = Report(challenges=[whole], seed=4, student=str(path), profile="quick")
+    session = WatchSession(side=side, opts=SubmitOptions(interactive=False), first=first, catalogue=catalogue(),
+                           header={}, console=None, terminal=False)
+    groups = check_groups(catalogue()["token_embedding"], {c.id: c.duration_s for c in whole.checks}, 2)
+    assert len(groups) == 2
+    with Worker(path) as worker:
+        split = session._grade_groups(catalogue()["token_embedding"], groups, worker,
+                                      side.read(session.selected, answers), answers).challenges[0]
+
+    def verdicts(result):
+        return [(c.id, c.status, c.score, c.max_score, c.message if c.kind != "performance" else "")
+                for c in result.checks]
+
+    assert verdicts(split) == verdicts(whole)
+    assert split.problem == whole.problem and any(c.status == "failed" for c in whole.checks if c.kind != "question")
+    graded = {c.id: c.status for c in whole.checks if c.kind == "question"}
+    assert graded["question_gpt2_token_table_params"] == "passed" and graded["question_negative_id_wraps"] == "failed"

@@ -19,6 +19,7 @@ from types import SimpleNamespace
 import pytest
 
 from validator.results import ChallengeResult, CheckResult, Report
+from validator.submit import SubmitOptions
 from validator.watch import (ChangeWatcher, LayersFile, NotGradable, WatchSession, _contents, check_groups,
                              needs_regrade, watch_build)
 
@@ -48,9 +49,12 @@ class C(torch.nn.Module):
 '''
 
 
-def _challenge(cid: str, *entries: str, checks=(), banned=()):
+def _challenge(cid: str, *entries: str, checks=(), banned=(), allowed=()):
+    from validator.integrity import Allowlist
+
+    policy = Allowlist.changed(add=tuple(allowed))
     return SimpleNamespace(id=cid, title=cid, entries={e: None for e in entries}, checks=list(checks),
-                           questions=[], forbidden=SimpleNamespace(source=list(banned),
+                           questions=[], forbidden=SimpleNamespace(source=list(banned), allowlist=lambda: policy,
                                                                    integrity=SimpleNamespace(allow=[])))
 
 
@@ -95,6 +99,18 @@ def test_a_banned_api_outside_every_entry_regrades_the_challenge_that_bans_it(tm
     """Code no entry runs is advice in the report of a challenge that bans what it uses: that report changes."""
     extra = LAYERS + "\n\ndef sample(x):\n    return torch.softmax(x, -1)\n"
     assert _regraded(tmp_path, LAYERS, extra) == ["c"]
+
+
+def test_a_name_off_the_allowlist_outside_every_entry_regrades_the_challenges_whose_allowlist_lacks_it(tmp_path):
+    """Each challenge judges the scan by its own allowlist: one that allows the module keeps its result."""
+    challenges = [_challenge("a", "A"), _challenge("b", "B", allowed=["csv"])]
+    layers = tmp_path / "layers.py"
+    side = LayersFile(layers, tmp_path / "answers.yaml")
+    layers.write_text(LAYERS)
+    old = side.read(challenges, {}).fingerprints
+    layers.write_text(LAYERS + "\n\ndef rows(f):\n    import csv\n    return list(csv.reader(f))\n")
+    new = side.read(challenges, {}).fingerprints
+    assert [c.id for c in challenges if needs_regrade(old[c.id], new[c.id], _result(c.id))] == ["a"]
 
 
 def test_an_answer_regrades_its_challenge(tmp_path):
@@ -275,10 +291,25 @@ def test_ctrl_c_stops_the_watch_with_status_zero(tmp_path):
     def first_run(**options):
         raise KeyboardInterrupt  # Ctrl-C during the first run; between saves it is the same path
 
-    code = watch_build(console=Console(file=out), first_run=first_run, student=str(tmp_path), challenges_dir=str(specs),
-                       interactive=False)
+    opts = SubmitOptions(student=str(tmp_path), challenges_dir=str(specs), interactive=False, watch=True)
+    code = watch_build(opts, console=Console(file=out), first_run=first_run)
     assert code == 0 and "stopped watching" in out.getvalue()
     assert signal.getsignal(signal.SIGTERM) is not None and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_watch_on_a_notebook_is_a_usage_error_that_says_what_to_do_before_anything_is_graded(tmp_path, capsys,
+                                                                                             monkeypatch):
+    from rich.console import Console
+
+    from validator import submit
+
+    notebook = tmp_path / "part4.ipynb"
+    notebook.write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+    monkeypatch.setattr(submit, "submit_build", lambda **_: pytest.fail("graded a notebook it cannot watch"))
+    code = submit.main(console=Console(file=io.StringIO()), student=str(notebook), watch=True, interactive=False)
+    err = capsys.readouterr().err
+    assert code == submit.EXIT_USAGE
+    assert "--watch follows a layers.py or a package, not a notebook yet" in err and "validator.check(" in err
 
 
 def test_one_challenge_splits_into_groups_that_keep_required_and_hinted_checks_together(monkeypatch):
@@ -377,7 +408,6 @@ def test_a_challenge_graded_in_groups_of_checks_gets_the_verdicts_and_messages_o
     from helpers import IMPLEMENTATIONS, catalogue
 
     from validator.api import grade
-    from validator.submit import SubmitOptions
     from validator.worker.client import Worker
 
     path = IMPLEMENTATIONS / "token_embedding" / "broken" / broken

@@ -25,6 +25,7 @@ the last results, and the next save that parses is regraded. Ctrl-C stops the wa
 from __future__ import annotations
 
 import ast
+import dataclasses
 import fnmatch
 import functools
 import hashlib
@@ -157,16 +158,32 @@ def fingerprint(sources: Sequence[Source], roots: list[tuple[str, str]], inputs:
 
 
 def _bans(challenge, findings: Sequence[Any]) -> tuple[list, list]:
-    """The findings of a scan for every selected challenge's bans that this challenge's source checks report,
-    as (what they say, where they are): constructs it does not allow, uses of APIs it bans, whether reachable
-    from its entries or not (code outside them is advice, which its report shows too)."""
+    """The findings of a scan for every selected challenge's bans (under this challenge's allowlist) that this
+    challenge's source checks report, as (what they say, where they are): constructs it does not allow, uses of
+    names off its allowlist or of APIs it bans, whether reachable from its entries or not (code outside them is
+    advice, which its report shows too)."""
     banned, allow = banned_apis(challenge), set(challenge.forbidden.integrity.allow)
 
     def bans(what: str) -> bool:  # integrity's own rule: a glob matches the dotted name used, else equality
         return any(fnmatch.fnmatchcase(what, api) if any(c in api for c in "*?[") else what == api for api in banned)
 
     mine = [f for f in findings if (f.what not in allow if f.construct else bans(f.what))]
-    return ([(f.file, f.what, f.code, f.construct, f.unused_import) for f in mine], [(f.file, f.line) for f in mine])
+    return ([(f.file, f.what, f.code, f.construct, f.unused_import, f.reachable, f.name, f.indirect, f.like)
+             for f in mine], [(f.file, f.line) for f in mine])
+
+
+def scans(challenges, scan: Callable[[list[str], set[str], Any], list]) -> dict[str, list]:
+    """Each challenge's findings, from one ``scan(banned, allow, allowlist)`` per allowlist the challenges judge by
+    (the catalogue's share the default: one scan a save), for every API those challenges ban; each challenge keeps
+    what its own checks report (:func:`_bans`)."""
+    groups: dict[tuple, list] = {}
+    for ch in challenges:
+        groups.setdefault((ch.forbidden.allowlist(), frozenset(ch.forbidden.integrity.allow)), []).append(ch)
+    out: dict[str, list] = {}
+    for (policy, allow), members in groups.items():
+        found = scan(sorted({a for ch in members for a in banned_apis(ch)}), set(allow), policy)
+        out.update((ch.id, found) for ch in members)
+    return out
 
 
 def banned_apis(challenge) -> list[str]:
@@ -349,14 +366,15 @@ class LayersFile:
             return None
 
         sources = _parsed_sources(texts, self._module, must_parse)
-        try:  # one scan for every challenge's bans; each keeps what its checks report
-            findings = scan_submission(self.student_file, sorted({a for ch in challenges for a in banned_apis(ch)}))
+        try:  # one scan per allowlist for every challenge's bans; each keeps what its checks report
+            findings = scans(challenges, lambda banned, allow, policy: scan_submission(
+                self.student_file, banned, allow, allowed=policy))
         except Unreadable as exc:
             raise NotGradable(str(exc)) from None
         prints = {}
         for ch in challenges:
             roots = [(self.student_file.stem, entry) for entry in ch.entries]
-            said, places = _bans(ch, findings)
+            said, places = _bans(ch, findings[ch.id])
             prints[ch.id] = fingerprint(sources, roots, said, answers.get(ch.id), places)
         return Snapshot(prints)
 
@@ -421,8 +439,9 @@ class PackageRoot:
             return None
 
         sources = _parsed_sources(texts, self._module, must_parse)
-        try:  # one scan for every challenge's bans, of what the mapped modules import; each keeps what it reports
-            findings = scan_package(package.data, modules, sorted({a for ch in challenges for a in banned_apis(ch)}))
+        try:  # one scan per allowlist for every challenge's bans, of what the mapped modules import
+            findings = scans(challenges, lambda banned, allow, policy: scan_package(
+                package.data, modules, banned, allow, allowed=policy))
         except Unreadable as exc:
             raise NotGradable(str(exc)) from None
         resources = hashlib.sha256(b"".join(k.encode() + hashlib.sha256(v).digest()
@@ -433,7 +452,7 @@ class PackageRoot:
             roots = [(t.module, attr) for t in targets.values()
                      for attr in ([v["function"] for v in t.adapter["variants"]] if t.adapter else [t.attr])]
             mapping = {name: [t.module, t.attr, t.file, t.adapter] for name, t in targets.items()}
-            said, places = _bans(ch, findings)
+            said, places = _bans(ch, findings[ch.id])
             prints[ch.id] = fingerprint(sources, roots, {
                 "findings": said, "targets": mapping, "resources": resources,
                 "parameters": package.parameters.get(ch.id), "unmapped": package.unmapped.get(ch.id),
@@ -646,12 +665,17 @@ class WatchSession:
 def student_side(opts):
     """The submission `submit-build` was given: a layers.py, or a package root with its answers file."""
     from validator import paths
-    from validator.submit import _package_root
+    from validator.api import UsageError
+    from validator.submit import _notebook_target, _package_root
 
     root = _package_root(opts.student, opts.map_path)
     if root is not None:
         answers = Path(opts.answers) if opts.answers else root / "answers.yaml"
         return PackageRoot(root, answers, map_path=opts.map_path)
+    if _notebook_target(opts.student) is not None:
+        raise UsageError(f"--watch follows a layers.py or a package, not a notebook yet ({opts.student} is graded as "
+                         "one): grade it from inside Jupyter (validator.check(\"CHALLENGE\") in a cell, after running "
+                         "the cells you changed), or run submit-build without --watch after each save")
     student_file = paths.student_file(opts.student)
     answers = Path(opts.answers) if opts.answers else student_file.parent / "answers.yaml"
     return LayersFile(student_file, answers)
@@ -674,15 +698,19 @@ def _stops_on_term() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def watch_build(*, console=None, first_run: Callable[..., tuple[int, Report | None]] | None = None,
-                watcher: ChangeWatcher | None = None, **options: Any) -> int:
-    """`submit-build --watch`: grade as usual, then regrade on every save until Ctrl-C (exit status 0)."""
+def watch_build(opts, *, console=None, first_run: Callable[..., tuple[int, Report | None]] | None = None,
+                watcher: ChangeWatcher | None = None) -> int:
+    """`submit-build --watch`: grade as usual, then regrade on every save until Ctrl-C (exit status 0).
+
+    ``opts`` are the run's :class:`validator.submit.SubmitOptions`; the first run is ``submit_build`` with them
+    (``first_run`` in tests).
+    """
     from validator import paths
     from validator.spec import load_catalogue
-    from validator.submit import SubmitOptions, make_console, submit_build
+    from validator.submit import make_console, submit_build
     from validator.worker.client import warm_for_regrades
 
-    opts = SubmitOptions(**options)
+    options = {f.name: getattr(opts, f.name) for f in dataclasses.fields(opts)}
     console = console or make_console()
     terminal = console.is_terminal
     side = student_side(opts)

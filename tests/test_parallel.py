@@ -54,3 +54,20 @@ def test_parallel_grading_gives_the_same_verdicts_as_serial():
     assert [ch for ch, _ in parallel] == wanted
     assert parallel == serial
     assert any(status == "failed" for _, checks in serial for _, status, _ in checks)
+
+
+def test_the_costliest_challenge_is_started_first_and_the_report_keeps_catalogue_order():
+    """A child grader starts with the challenge with the most checks, so no large one is left for last; the
+    parent takes the rest in catalogue order, and every challenge is graded once."""
+    from types import SimpleNamespace
+
+    parent = os.getpid()
+    sizes = {"a": 2, "b": 3, "c": 9, "d": 1}
+    selected = [SimpleNamespace(id=cid, checks=[None] * n) for cid, n in sizes.items()]
+    seen = []
+    results = grade_all(selected, worker=_FakeWorker(), jobs=2,
+                        grade_one=lambda ch, w: ChallengeResult(id=ch.id, title=str(os.getpid())),
+                        on_challenge=lambda r: seen.append(r.id))
+    assert [r.id for r in results] == seen == list("abcd")
+    by = {r.id: r.title for r in results}
+    assert by["c"] != str(parent) and by["a"] == str(parent)

@@ -12,6 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 import torch
 
 from validator import integrity, runner
@@ -145,3 +146,17 @@ def test_replacing_torch_engine_entry_later_does_not_reach_the_runner(monkeypatc
     x = torch.randn(3, requires_grad=True)
     runner._backward(x * 3, torch.ones(3))
     assert torch.equal(x.grad, torch.full((3,), 3.0))
+
+
+@pytest.mark.thorough
+def test_the_watch_grader_warms_meta_kernels_for_the_workers_it_forks_without_dynamo():
+    """`submit-build --watch` forks a worker per regrade: the sympy a meta-device check imports (a third of an
+    `import torch`) is imported once, in the grader, by torch's own operation, and dynamo stays out."""
+    seen = _run("""
+        import sys
+        from validator.worker import client
+        client.warm_for_regrades()
+        print("sympy" in sys.modules, "torch._dynamo" in sys.modules)
+    """)
+    assert seen == "True False"
+

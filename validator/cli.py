@@ -46,6 +46,9 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     sb.add_argument("--jobs", type=int, metavar="N",
                     help="grade this many challenges at once, each with its own worker "
                          "(default: one per core, at most 4; results are the same)")
+    sb.add_argument("--watch", action="store_true",
+                    help="keep running: after each save, regrade the challenges whose code or answers changed and "
+                         "redraw the report (Ctrl-C stops)")
 
     if handout:
         return parser

@@ -6,6 +6,12 @@ for free. Every child grades its share with its own worker and sends each Challe
 as soon as it is done; the parent hands them to ``on_challenge`` in catalogue order. Student code
 never runs in these children (it runs in their workers), so what they send back is the grader's
 own data. A child that dies leaves its challenges to the parent, which grades them itself.
+
+Who grades what is decided as the run goes, not up front: challenges differ tenfold in cost (the
+transformer embedding has 45 checks, softmax 17), so fixed shares leave one grader idle while
+another finishes a long tail. Each challenge has one token; whoever takes it grades it. The parent
+takes them in catalogue order, so the report streams from its top as before; each child takes the
+costliest left first, so no large challenge is started last.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import pickle
 import selectors
 import signal
 import struct
+import time
 from typing import Callable, Sequence
 
 from validator.results import ChallengeResult
@@ -44,14 +51,20 @@ def grade_all(selected: Sequence[Challenge], *, worker: Worker, jobs: int,
             emitted += 1
 
     if jobs > 1 and len(selected) > 1 and hasattr(os, "fork"):
-        shares = [list(range(i, len(selected), jobs)) for i in range(min(jobs, len(selected)))]
-        shares[0], own = [], shares[0]  # the parent grades one share itself, with the worker it was given
-        children = [_fork_grader(selected, share, worker, grade_one) for share in shares if share]
+        claims = _Claims(len(selected))
         try:
-            _collect(children, results, emit_ready, own, selected, worker, grade_one)
+            costliest = sorted(range(len(selected)), key=lambda i: (-_cost(selected[i]), -i))
+            own = claims.first(range(len(selected)))  # each grader starts with one challenge of its own
+            firsts = [claims.first(costliest) for _ in range(min(jobs, len(selected)) - 1)]
+            children = [_fork_grader(selected, first, costliest, claims, worker, grade_one)
+                        for first in firsts if first is not None]
+            try:
+                _collect(children, results, emit_ready, own, claims, selected, worker, grade_one)
+            finally:
+                for pid, fd in children:
+                    _reap(pid, fd)
         finally:
-            for pid, fd in children:
-                _reap(pid, fd)
+            claims.close()
     for i, challenge in enumerate(selected):  # serial run, or what a dead child left undone
         if results[i] is None:
             results[i] = grade_one(challenge, worker)
@@ -59,8 +72,49 @@ def grade_all(selected: Sequence[Challenge], *, worker: Worker, jobs: int,
     return [r for r in results if r is not None]
 
 
-def _collect(children, results, emit_ready, own, selected, worker, grade_one) -> None:
-    """Grade the parent's own share while reading the children's results as they arrive."""
+def _cost(challenge) -> int:
+    """A challenge's expected grading time, in checks (what fills a grader's time is their examples)."""
+    return len(getattr(challenge, "checks", None) or ())
+
+
+class _Claims:
+    """One token per challenge, each in its own pipe; whoever reads it grades that challenge.
+
+    A one-byte read from a pipe is atomic, so two graders never take the same challenge, and
+    with the write ends closed a token already taken reads as end of file: no lock to hold, none
+    left held by a grader that died.
+    """
+
+    def __init__(self, n: int):
+        self.fds: list[int] = []
+        try:
+            for _ in range(n):
+                read_fd, write_fd = os.pipe()
+                os.write(write_fd, b"+")
+                os.close(write_fd)
+                self.fds.append(read_fd)
+        except BaseException:
+            self.close()
+            raise
+
+    def take(self, index: int) -> bool:
+        return os.read(self.fds[index], 1) == b"+"
+
+    def first(self, order) -> int | None:
+        """The first challenge in ``order`` nobody has taken; it is now the caller's."""
+        return next((i for i in order if self.take(i)), None)
+
+    def close(self) -> None:
+        for fd in self.fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.fds = []
+
+
+def _collect(children, results, emit_ready, own, claims, selected, worker, grade_one) -> None:
+    """Grade challenges here, in catalogue order, while reading the children's results as they arrive."""
     sel = selectors.DefaultSelector()
     buffers: dict[int, bytearray] = {}
     for _, fd in children:
@@ -88,16 +142,19 @@ def _collect(children, results, emit_ready, own, selected, worker, grade_one) ->
                 del buf[:_FRAME.size + size]
         emit_ready()
 
-    for index in own:
+    index = own
+    while index is not None:
         drain(0)
         results[index] = grade_one(selected[index], worker)
         emit_ready()
+        index = claims.first(range(index + 1, len(selected)))
     while sel.get_map():
         drain(None)
     sel.close()
 
 
-def _fork_grader(selected, share: list[int], worker: Worker, grade_one) -> tuple[int, int]:
+def _fork_grader(selected, first: int, order: list[int], claims: _Claims, worker: Worker,
+                 grade_one) -> tuple[int, int]:
     read_fd, write_fd = os.pipe()
     flush_std_streams()
     pid = os.fork()
@@ -107,15 +164,19 @@ def _fork_grader(selected, share: list[int], worker: Worker, grade_one) -> tuple
     code = 0
     try:  # pragma: no cover - child
         os.close(read_fd)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        # Stopped (Ctrl-C, or the parent's _reap), the child still closes its worker on the way out.
+        signal.signal(signal.SIGINT, _stop)
+        signal.signal(signal.SIGTERM, _stop)
         own = worker.sibling()
         try:
-            for index in share:
+            index: int | None = first
+            while index is not None:
                 payload = pickle.dumps(grade_one(selected[index], own), protocol=pickle.HIGHEST_PROTOCOL)
                 data = _FRAME.pack(index, len(payload)) + payload
                 view = memoryview(data)
                 while view:
                     view = view[os.write(write_fd, view):]
+                index = claims.first(order)
         finally:
             own.close()
     except BaseException:  # noqa: BLE001 - the child never returns into the caller's code
@@ -124,15 +185,32 @@ def _fork_grader(selected, share: list[int], worker: Worker, grade_one) -> tuple
         os._exit(code)
 
 
-def _reap(pid: int, fd: int) -> None:
+def _stop(signum, frame):  # pragma: no cover - child
+    """Leave through the ``finally`` that closes the worker; a second signal must not cut that short."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise SystemExit(128 + signum)
+
+
+def _reap(pid: int, fd: int, grace_s: float = 5.0) -> None:
+    """Wait for a child grader; one still running (the run was interrupted) is asked to stop, which
+    closes its worker, and killed if it has not within ``grace_s``."""
     try:
         os.close(fd)
     except OSError:
         pass
     try:
         done, _ = os.waitpid(pid, os.WNOHANG)
-        if not done:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+        if done:
+            return
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return
+            time.sleep(0.01)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
     except (ChildProcessError, ProcessLookupError):
         pass

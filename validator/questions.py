@@ -109,9 +109,10 @@ def normal_id(student_id: Any) -> str:
 
 
 def load_key(path: Path) -> dict[str, dict[str, dict[str, Any]]]:
+    """The answer key (instructor data, read on every grading run: libyaml's safe loader where installed)."""
     if not path.exists():
         return {}
-    return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
 
 
 def is_missing(value: Any) -> bool:

@@ -85,6 +85,7 @@ class SubmitOptions:
     jobs: int | None = None
     challenges_dir: str | None = None
     reference_dir: str | None = None
+    watch: bool = False  # `main` keeps regrading on each save (validator/watch.py); `submit_build` grades once
 
 
 def submit_build(*, console=None, **options: Any) -> tuple[int, Report | None]:
@@ -326,6 +327,11 @@ def main(*, console=None, **kwargs) -> int:
     console = console or make_console()
     err = Console(stderr=True, highlight=False, soft_wrap=True)  # paths and commands stay whole for copy-paste
     try:
+        opts = SubmitOptions(**kwargs)
+        if opts.watch:  # the first run as usual, then a regrade of what each save changed
+            from validator.watch import watch_build
+
+            return watch_build(opts, console=console)
         code, _ = submit_build(console=console, **kwargs)
         return code
     except SpecError as exc:  # messages are data: "[tool.validator.map]" is text, not markup
@@ -334,3 +340,4 @@ def main(*, console=None, **kwargs) -> int:
     except (UsageError, AnswersError) as exc:  # may quote a file's text: shown, never acted on
         err.print(f"[red]error:[/] {escape(visible(str(exc)))}")
         return EXIT_USAGE
+

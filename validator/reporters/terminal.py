@@ -187,3 +187,32 @@ def render_summary(console: Console, report: Report) -> None:
                   + (f"{' · '.join(split)} · " if split else "") + f"{report.duration_s:.1f} s")
     for note in report.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
+
+
+def render_report(console: Console, report: Report, *, header: dict, problem: str | None = None,
+                  status: str = "") -> None:
+    """The whole report again (``submit-build --watch`` redraws it after each regrade): the header, every
+    challenge, the summary, then what stops a regrade (a file that does not parse) and the watch's status."""
+    render_header(console, **header)
+    for result in report.challenges:
+        render_challenge(console, result)
+    render_summary(console, report)
+    render_watch_footer(console, problem=problem, status=status)
+
+
+def render_watch_footer(console: Console, *, problem: str | None = None, status: str = "") -> None:
+    if problem:
+        console.print(f"\n[red]not regraded:[/] {escape(problem)}", soft_wrap=True)
+        console.print("[yellow]the results above are from the last version that could be graded; fix it and save[/]")
+    if status:
+        console.print(f"[dim]{escape(status)}[/]", soft_wrap=True)
+
+
+def redraw(console: Console, draw) -> None:
+    """Draw into a buffer, then clear the screen and write it at once: the report is replaced, not
+    scrolled past, and never seen half drawn."""
+    with console.capture() as captured:
+        draw(console)
+    console.clear()
+    console.file.write(captured.get())
+    console.file.flush()

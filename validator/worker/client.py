@@ -333,6 +333,21 @@ def _warm_before_fork() -> None:
         freeze_if_short_lived()
 
 
+def warm_for_regrades() -> None:
+    """Make this process the template of many short workers (``submit-build --watch`` forks one per regrade).
+
+    Besides :func:`_warm_before_fork`'s warm-up: the first operation on the meta device, which a layer's
+    ``device="meta"`` check runs, imports sympy for torch's meta kernels (a third of an ``import torch``);
+    done here, once, every worker forked later has it. Only torch's own operations run here, never student
+    code, and only after the warm-up has switched off the dynamo shims (no dynamo import).
+    """
+    _warm_before_fork()
+    import torch
+
+    with torch.no_grad():
+        torch.nn.init.normal_(torch.empty(2, 2, device="meta")).mul(2.0)  # elementwise dtype rules: sympy
+
+
 def flush_std_streams() -> None:
     """Before a fork: what this process buffered must not be written twice, once by each side."""
     for stream in (sys.stdout, sys.stderr):

@@ -361,19 +361,21 @@ def varying_dims(challenge: Challenge, entry: Entry, fixed: dict | None = None) 
 
 def sequence_strategy(challenge: Challenge, entry: Entry, overrides: dict | None = None,
                       fixed_dims: dict[str, int] | None = None, steps: int = 3,
-                      vary: list[str] | None = None) -> st.SearchStrategy[Case]:
+                      vary: list[str] | None = None, lengths: dict[str, list[int]] | None = None
+                      ) -> st.SearchStrategy[Case]:
     """A Case for the first call of a sequence on one instance; ``case.steps`` holds every call's Case (the first
     included). Construction dims and options are drawn once; each dim in ``vary`` goes up, then down: the first
     call at a middle value, the second above it, the third below it (then up and down again), so a layer that
     keeps something sized by its first call meets both a longer and a shorter one. Leading ``...`` shapes are
-    drawn afresh for every call."""
+    drawn afresh for every call. ``lengths`` narrows a varied dim's range (``{seq_len: [3, 12]}``: every call
+    past a fixed ``max_seq_len`` of 2)."""
     overrides = overrides or {}
     options = {name: merged_input(base, overrides.get(name)) for name, base in challenge.options().items()}
     specs = {name: merged_input(challenge.inputs[name], overrides.get(name)) for name in entry.call}
     vary = list(vary if vary is not None else varying_dims(challenge, entry, fixed_dims))
     ranges = {}
     for name in vary:
-        rng = challenge.dims[name]
+        rng = (lengths or {}).get(name) or challenge.dims[name]
         step = challenge.multiple_of.get(name, 1)
         low = max(rng[0], 1) if rng[1] >= 1 else rng[0]
         ranges[name] = (-(-low // step), rng[1] // step, step)

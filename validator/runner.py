@@ -627,7 +627,7 @@ def _execute_call(namespace: dict, call: dict, origin: str | None) -> dict:
                             "message": f"output has shape {tuple(output.shape)}, expected "
                                        f"{tuple(grad_output.shape)}, so no gradient can flow back"})
                     _stage("backward", origin, _backward, output,
-                           grad_output.to(dtype=output.dtype, device=output.device))
+                           _as_passed(call, grad_output.to(dtype=output.dtype, device=output.device)))
                     if observation is not None:
                         observation.check_modes("backward")
         result["seconds"] = time.perf_counter() - started
@@ -803,6 +803,13 @@ def as_layout(value: torch.Tensor, layout: dict, requires_grad: bool = False) ->
     return view(base)
 
 
+def _as_passed(call: dict, grad: torch.Tensor) -> torch.Tensor:
+    """The upstream gradient as a caller's loss hands it over: with ``grad_layout``, a view (``out.sum().backward()``
+    passes a broadcast of ones, stride 0), which a backward that calls ``.view()`` on it cannot take."""
+    layout = call.get("grad_layout")
+    return as_layout(grad, layout) if layout else grad
+
+
 def _without_grad(fn: Callable) -> Callable:
     def call(*args, **kwargs):
         with torch.no_grad():
@@ -850,45 +857,70 @@ def rng_report(before: torch.Tensor) -> dict:
 def _execute_steps(target: Any, call: dict, origin: str | None) -> dict:
     """One module, built and loaded once, called once per step of ``call["steps"]``; before a step that says
     ``update``, every parameter is changed in place (as an optimiser step or ``load_state_dict`` does), by a
-    function of its own values, so that both sides, whatever they call their parameters, update alike.
-    The reply holds every step's output; a failure names its step (``info["step"]``)."""
+    function of its own values, so that both sides, whatever they call their parameters, update alike; a step
+    with ``backward`` (a seed) runs backward with a random gradient. The reply holds every step's output, and
+    ``failed`` (its step, stage and exception) where a step raised, which ends the sequence.
+
+    With ``fresh``, each step is also computed by a layer built, loaded and updated alike but called only then
+    (``fresh``: one ``{"ok", "output"}`` or ``{"ok": False, "stage", "exception"}`` per step): what the shared
+    layer kept from its earlier calls is the only difference between the two."""
     if call["kind"] != "module":
         raise StudentError("construct", {"type": "TypeError", "mro": ["TypeError"],
                                          "message": "a sequence of calls needs a module entry"})
     result: dict[str, Any] = {"ok": True, "outputs": []}
-    seed = call.get("seed", 0)
+    steps = call["steps"]
     device = call.get("device")
     with _default_dtype(call.get("default_dtype")):
-        if seed is not None:
-            torch.manual_seed(int(seed))
-        module = _construct(target, call, origin)
-        if call.get("state"):
-            _load_state(module, call["state"], origin)
-        if call.get("train") is not None:
-            _stage("train", origin, module.train, bool(call["train"]))
-        if device is not None:
-            _stage("to_device", origin, module.to, device)
-        for k, step in enumerate(call["steps"]):
+        shared = _built(target, call, origin)
+        for k, step in enumerate(steps):
             try:
                 if step.get("update") is not None:
-                    _stage("update", origin, update_parameters, module, int(step["update"]))
-                inputs = prepare_inputs(step, device)
-                output = _stage("forward", origin, module, *inputs)
-                if not isinstance(output, torch.Tensor):
-                    raise StudentError("forward", {
-                        "type": "TypeError", "mro": ["TypeError"],
-                        "message": f"returned a {type(output).__name__}, expected a torch.Tensor"})
-                grad_output = step.get("grad_output")
-                if grad_output is not None and output.requires_grad:
-                    module.zero_grad(set_to_none=True)
-                    if tuple(grad_output.shape) == tuple(output.shape):
-                        _stage("backward", origin, _backward, output,
-                               grad_output.to(dtype=output.dtype, device=output.device))
+                    _stage("update", origin, update_parameters, shared, int(step["update"]))
+                result["outputs"].append(_step_output(shared, step, origin, device, backward=True))
             except StudentError as err:
-                err.info["step"] = k
-                raise
-            result["outputs"].append(output.detach())
+                result["failed"] = {"step": k, "stage": err.stage, "exception": err.info}
+                break
+        if call.get("fresh"):
+            result["fresh"] = []
+            for k, step in enumerate(steps):
+                try:
+                    module = _built(target, call, origin)
+                    for earlier in steps[1:k + 1]:
+                        if earlier.get("update") is not None:
+                            _stage("update", origin, update_parameters, module, int(earlier["update"]))
+                    result["fresh"].append({"ok": True, "output": _step_output(module, step, origin, device)})
+                except StudentError as err:
+                    result["fresh"].append({"ok": False, "stage": err.stage, "exception": err.info})
     return result
+
+
+def _built(target: Any, call: dict, origin: str | None) -> nn.Module:
+    """The call's module: seeded, constructed, its test weights loaded, in its mode, on its device."""
+    if call.get("seed") is not None:
+        torch.manual_seed(int(call["seed"]))
+    module = _construct(target, call, origin)
+    if call.get("state"):
+        _load_state(module, call["state"], origin)
+    if call.get("train") is not None:
+        _stage("train", origin, module.train, bool(call["train"]))
+    if call.get("device") is not None:
+        _stage("to_device", origin, module.to, call["device"])
+    return module
+
+
+def _step_output(module: nn.Module, step: dict, origin: str | None, device: str | None,
+                 backward: bool = False) -> torch.Tensor:
+    inputs = prepare_inputs(step, device)
+    output = _stage("forward", origin, module, *inputs)
+    if not isinstance(output, torch.Tensor):
+        raise StudentError("forward", {"type": "TypeError", "mro": ["TypeError"],
+                                       "message": f"returned a {type(output).__name__}, expected a torch.Tensor"})
+    if backward and step.get("backward") is not None and output.requires_grad and output.dtype.is_floating_point:
+        gen = torch.Generator().manual_seed(int(step["backward"]))
+        grad = torch.randn(output.shape, generator=gen, dtype=torch.float64).to(dtype=output.dtype)
+        module.zero_grad(set_to_none=True)
+        _stage("backward", origin, _backward, output, grad.to(device=output.device))
+    return output.detach()
 
 
 def update_parameters(module: nn.Module, step: int) -> None:
@@ -997,4 +1029,19 @@ def dtype_name_of(t: torch.Tensor) -> str:
     return str(t.dtype).removeprefix("torch.")
 
 
-_SPECIAL_CALLS: dict[str, Callable] = {"steps": _execute_steps, "move": _execute_move}
+def _execute_converted(target: Any, call: dict, origin: str | None) -> dict:
+    """Build and load in the default dtype, then ``module.to(call["convert"])`` (``.half()``, ``.bfloat16()``), and call
+    it once on the call's inputs (already in that dtype): a model converted whole, as mixed-precision inference does."""
+    if call["kind"] != "module":
+        raise StudentError("construct", {"type": "TypeError", "mro": ["TypeError"],
+                                         "message": "converting a layer with .to(dtype) needs a module entry"})
+    with _default_dtype(call.get("default_dtype")):
+        module = _built(target, dict(call, device=None), origin)
+        _stage("to_device", origin, module.to, dtype_from_name(call["convert"]))
+        if call.get("device") is not None:
+            _stage("to_device", origin, module.to, call["device"])
+        output = _step_output(module, call, origin, call.get("device"))
+    return {"ok": True, "output": output}
+
+
+_SPECIAL_CALLS: dict[str, Callable] = {"steps": _execute_steps, "move": _execute_move, "convert": _execute_converted}

@@ -20,7 +20,8 @@ from pydantic import model_validator
 from validator.cases import Case
 from validator.checks import register
 from validator.checks.behaviour import CaseParams, case_call, case_weights, for_cases, strategy
-from validator.checks.common import CheckFailed, entry_of, raise_if_failed
+from validator.checks.calls import Unobserved
+from validator.checks.common import CheckFailed, entry_of
 from validator.compare import tolerance_for
 from validator.context import Context
 from validator.spec.schema import CheckSpec, ToleranceSpec, resolve
@@ -101,79 +102,105 @@ def _scaled(case: Case, magnitudes: dict[str, list[float]], run: int) -> tuple[C
 @register("masked_out", MaskedParams, uses_reference=False)
 def masked_out(ctx: Context, check: CheckSpec, p: MaskedParams) -> str:
     """Changing the inputs at positions a query may not attend to leaves that query's output unchanged, with the
-    scores scaled to magnitudes where a finite mask fill no longer gives weight 0."""
+    scores scaled to magnitudes where a finite mask fill no longer gives weight 0. The same change is made at
+    ordinary magnitudes first: a layer that leaks there already (no mask at all, the wrong one) is the business
+    of the checks of its mask, and this check leaves it to them."""
     name, entry = entry_of(ctx, check)
     runs = max((len(v) for v in p.magnitudes.values()), default=1)
     first_key = next(iter(p.keys))
     checked = [0]
 
+    seen = Unobserved(ctx, name)
+
     def outputs(calls):
+        """Both outputs, or None when a call fails (kept: the checks of ordinary calls own that)."""
         results = ctx.student_many(calls, check.timeout)
-        return [raise_if_failed(ctx, c, r)["output"] for c, r in zip(calls, results)]
+        for c, r in zip(calls, results):
+            if not r.get("ok"):
+                seen.failed(c, r)
+                return None
+        return [r["output"] for r in results]
+
+    def leak(scaled: Case, state, pick: int):
+        """(the first query whose output changed though it may not see the change, what changed, by how much, the
+        tolerance), None when nothing leaked, or NOTHING when there was nothing to compare."""
+        value = scaled.inputs[first_key]
+        n = value.shape[p.keys[first_key]] if isinstance(value, torch.Tensor) and value.dim() else 0
+        if p.mask is not None:
+            mask = scaled.inputs[p.mask]
+            key = next((j for j in ((pick + i) % max(n, 1) for i in range(n)) if bool((~mask.select(-1, j)).any())),
+                       None)
+            if key is None:
+                return NOTHING  # the mask lets every query see every key: nothing is masked
+            excluded = ~mask.select(-1, key)  # (..., queries): the queries that may not see this key
+            other = _changed(ctx, scaled, p, lambda size, j=key: torch.arange(size) == j, scaled.seed ^ 0xC0FFEE)
+            what = f"only at key {key}, which the mask excludes for the queries marked False in mask[..., {key}]"
+        else:
+            if n < 2:
+                return NOTHING
+            cut = pick % (n - 1)
+            other = _changed(ctx, scaled, p, lambda size, c=cut: torch.arange(size) > c, scaled.seed ^ 0xC0FFEE)
+            what = f"only at positions after {cut}"
+        both = outputs([case_call(ctx, check, p, scaled, ["output"], state),
+                         case_call(ctx, check, p, other, ["output"], state)])
+        if both is None:
+            return NOTHING
+        base, changed = both
+        if not isinstance(base, torch.Tensor) or base.dim() < 1 or base.shape != changed.shape:
+            return NOTHING  # a shape that depends on the values is the shape checks' business
+        axis = p.output_axis % base.dim()
+        a = base.detach().to(torch.float64).movedim(axis, -1)  # the query (position) axis last
+        b = changed.detach().to(torch.float64).movedim(axis, -1)
+        if p.mask is not None:
+            rest = base.dim() - 1 - axis  # output axes after the query axis (d_v)
+            guard = excluded.reshape(excluded.shape[:-1] + (1,) * rest + excluded.shape[-1:])
+            guard = torch.broadcast_to(guard, a.shape)
+        else:
+            guard = torch.zeros(a.shape, dtype=torch.bool)
+            guard[..., :cut + 1] = True
+        atol, rtol = tolerance_for(base.dtype, p.tolerance if p.tolerance is not None else ctx.challenge.tolerance)
+        bad = ~torch.isclose(b, a, atol=float(atol), rtol=rtol, equal_nan=True) & guard
+        if not bad.any():
+            return None
+        worst = float((b - a).abs()[bad].nan_to_num(nan=float("inf")).max())
+        return int(bad.nonzero()[0][-1]), what, worst, float(atol), rtol
 
     def body(case):
         pick = case.extra
-        state = case_weights(ctx, check, p, case)
+        plain_state = case_weights(ctx, check, p, case)
+        plain = leak(case, plain_state, pick)
+        if plain is not None:
+            return  # nothing to see, or it leaks at ordinary magnitudes too (the checks of the mask own that)
+        seen.observed += 1
+        state = plain_state
         if state is not None and p.state_scale:
             state = {k: (v * p.state_scale[k] if k in p.state_scale else v) for k, v in state.items()}
         scaled_state = ", ".join(f"{k} x {v:g}" for k, v in p.state_scale.items())
         for run in range(runs):
             scaled, how = _scaled(case, p.magnitudes, run)
             how = ", ".join(x for x in (how, scaled_state) if x)
-            keys_value = scaled.inputs[first_key]
-            n = keys_value.shape[p.keys[first_key]] if isinstance(keys_value, torch.Tensor) and keys_value.dim() else 0
-            if n < 2 and p.mask is None:
-                return
-            if p.mask is not None:
-                mask = scaled.inputs[p.mask]
-                order = [(pick + i) % max(n, 1) for i in range(n)]
-                key = next((j for j in order if bool((~mask.select(-1, j)).any())), None)
-                if key is None:
-                    continue  # the mask lets every query see every key: nothing is masked
-                excluded = ~mask.select(-1, key)  # (..., queries): the queries that may not see this key
-                other = _changed(ctx, scaled, p, lambda size, j=key: torch.arange(size) == j, case.seed ^ 0xC0FFEE)
-                what = f"only at key {key}, which the mask excludes for the queries marked False in mask[..., {key}]"
-            else:
-                cut = pick % (n - 1)
-                other = _changed(ctx, scaled, p, lambda size, c=cut: torch.arange(size) > c, case.seed ^ 0xC0FFEE)
-                what = f"only at positions after {cut}"
-            base, changed = outputs([case_call(ctx, check, p, scaled, ["output"], state),
-                                     case_call(ctx, check, p, other, ["output"], state)])
-            if not isinstance(base, torch.Tensor) or base.dim() < 1 or base.shape != changed.shape:
-                raise CheckFailed(f"the output has shape {tuple(getattr(base, 'shape', ()))} for one input and "
-                                  f"{tuple(getattr(changed, 'shape', ()))} for the same input with other values "
-                                  f"{what}: expected the same shape")
-            axis = p.output_axis % base.dim()
-            a = base.detach().to(torch.float64).movedim(axis, -1)
-            b = changed.detach().to(torch.float64).movedim(axis, -1)  # (..., queries) last
-            if p.mask is not None:
-                rest = base.dim() - 1 - axis  # output axes after the query axis (d_v)
-                guard = excluded.reshape(excluded.shape[:-1] + (1,) * rest + excluded.shape[-1:])
-                guard = torch.broadcast_to(guard, a.shape)
-            else:
-                guard = torch.zeros(a.shape, dtype=torch.bool)
-                guard[..., :cut + 1] = True
-            atol, rtol = tolerance_for(base.dtype, p.tolerance if p.tolerance is not None else ctx.challenge.tolerance)
-            bad = ~torch.isclose(b, a, atol=float(atol), rtol=rtol, equal_nan=True) & guard
-            if bad.any():
-                index = [int(i) for i in bad.nonzero()[0]]
-                query = index[-1]
-                worst = float((b - a).abs()[bad].nan_to_num(nan=float("inf")).max())
+            found = leak(scaled, state, pick)
+            if found is not None and found is not NOTHING:
+                query, what, worst, atol, rtol = found
                 raise CheckFailed(
                     f"with {how} (scores far larger than usual), changing the inputs {what} changed the output of "
                     f"query {query} (along output axis {p.output_axis}), which may not see them, by up to {worst:.3g} "
-                    f"(allowed {float(atol):g} + {rtol:g} x |value|): an excluded position must get weight exactly 0 "
-                    "whatever the scores. A finite fill (masked_fill(~mask, -1e4), or adding -1e4) loses once the "
-                    "scores are as large as it: where every allowed score is below -1e4, or a masked one is 1e4 above "
-                    "them, the masked key gets the weight. Fill with float('-inf') (every query has an allowed key, "
-                    "so no row is all -inf)")
+                    f"(allowed {atol:g} + {rtol:g} x |value|); at ordinary magnitudes it does not. An excluded position "
+                    "must get weight exactly 0 whatever the scores: a finite fill (masked_fill(~mask, -1e4), or "
+                    "adding -1e4) loses once the scores are as large as it, where every allowed score is below -1e4, "
+                    "or a masked one is 1e4 above them. Fill with float('-inf') (every query has an allowed key, so no "
+                    "row is all -inf)")
         checked[0] += 1
 
     for_cases(ctx, check, p, body,
               make_strategy=lambda where: st.tuples(strategy(ctx, check, p, where), st.integers(0, 2**16)).map(_attach))
-    return (f"{checked[0]} generated inputs" + (f" with {', '.join(f'{k} scaled by {v}' for k, v in p.magnitudes.items())}"
-                                                if p.magnitudes else "")
-            + ": outputs unchanged by what they may not see")
+    seen.done()
+    scaled = ", ".join([f"{k} scaled by {', '.join(f'{f:g}' for f in v)}" for k, v in p.magnitudes.items()]
+                       + [f"{k} x {v:g}" for k, v in p.state_scale.items()])
+    return f"{checked[0]} generated inputs ({scaled}): outputs unchanged by what they may not see"
+
+
+NOTHING = ("nothing to compare",)  # leak(): no masked position, or a call that failed
 
 
 def _attach(drawn) -> Case:

@@ -1,6 +1,7 @@
-"""`validator strength`: how many one-point bugs of the reference each challenge's checks catch.
+"""`validator strength`: how many bugs of the reference each challenge's checks catch.
 
-For every selected challenge, the mutants of :mod:`validator.instructor.mutants` are graded
+For every selected challenge, the mutants of :mod:`validator.instructor.mutants` (one-point mutants, and
+bug-class mutants: a cache on the first call, an in-place edit of an input, a reseed, ...) are graded
 as submissions by the sandboxed slots of ``validator grade`` (:class:`~validator.batch.pool.Pool`),
 each stopped at its first check that loses points (``--all-checks`` grades every check, for the
 kill matrix). A result is cached on disk under a hash of the mutant's source, the challenge's
@@ -118,10 +119,22 @@ class StrengthReport:
     def survived(self) -> int:
         return sum(c.survived for c in self.challenges)
 
+    @property
+    def families(self) -> dict[str, dict[str, int]]:
+        """Per family ("one-point", "bug-class"), over every challenge: mutants, caught, survived, equivalent, errors."""
+        out: dict[str, dict[str, int]] = {}
+        for c in self.challenges:
+            for family, counts in c.families.items():
+                into = out.setdefault(family, {})
+                for k, v in counts.items():
+                    into[k] = into.get(k, 0) + v
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         return {"format": STRENGTH_FORMAT, "seed": self.seed, "profile": self.profile,
                 "seconds": round(self.seconds, 1), "notes": list(self.notes),
-                "survived": self.survived, "challenges": [c.to_dict() for c in self.challenges]}
+                "survived": self.survived, "families": self.families,
+                "challenges": [c.to_dict() for c in self.challenges]}
 
 
 # -- the cache ----------------------------------------------------------------------------------
@@ -454,7 +467,8 @@ def unmarked_survivors(challenge, *, reference_file: Path, cache_dir: str | Path
 def main(*, challenges: Sequence[str] | None = None, json_path: str | None = None, html_path: str | None = None,
          jobs: int | None = None,
          seed: int = 0, profile: str = "batch", all_checks: bool = False, cache_dir: str | None = None,
-         use_cache: bool = True, isolate: bool = True, timeout: float = 300.0, stream: TextIO | None = None) -> int:
+         use_cache: bool = True, isolate: bool = True, timeout: float = 300.0, bug_classes: bool = True,
+         stream: TextIO | None = None) -> int:
     """Entry for the CLI: exit 0 when every non-equivalent mutant is caught, 1 when some survive,
     2 for usage or spec errors, 3 when the grader failed (the reference lost points, a mutant errored)."""
     from validator.api import UsageError
@@ -465,7 +479,7 @@ def main(*, challenges: Sequence[str] | None = None, json_path: str | None = Non
     try:
         report = strength(challenges=challenges, jobs=jobs, seed=seed, profile=profile, all_checks=all_checks,
                           cache_dir=cache_dir, use_cache=use_cache, isolate=isolate, timeout=timeout,
-                          stream=sys.stderr if stream is None else stream)
+                          bug_classes=bug_classes, stream=sys.stderr if stream is None else stream)
     except (UsageError, SpecError) as exc:
         print(f"error: {exc}", file=sys.stderr if stream is None else stream)
         return EXIT_USAGE

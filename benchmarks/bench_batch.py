@@ -1,15 +1,19 @@
 """Throughput of `validator grade` on a generated batch: correct, broken and hostile submissions.
 
-Run: python benchmarks/bench_batch.py [--count 100] [--workers 2] [--timeout 30] [--keep DIR]
+Run: python benchmarks/bench_batch.py [--count 100] [--workers 2] [--timeout 30] [--mix bench|class] [--keep DIR]
 
 Every submission answers the whole catalogue. Correct ones are the reference
 itself; broken ones are the reference with one challenge's entry replaced by a
 mutant from tests/implementations/*/broken/; hostile ones are the reference
 with a red-team attack from tests/redteam/ appended (hangs, bombs, crashes,
-forgeries). The mix is fixed by a seed, so runs compare. Prints submissions
-per minute, where the time went, and the wall time per submission as a ratio to
-one correct submission graded alone (one worker) in the same run; the target on a 2-core machine is 100
-submissions in under 5 minutes.
+forgeries). The mix is fixed by a seed, so runs compare. ``--mix class`` grades a generated
+class instead (:func:`generate_class`: independent correct solutions, every library bug of a few
+challenges, renamed copies), as the course-view test does. Prints submissions per minute, where
+the time went (the canary, the class outputs: dashboard, similarity, audit), the machine's load
+average before and after (the machine may be shared: compare ratios within one run, not
+absolute times across runs), and the wall time per submission as a ratio to one correct
+submission graded alone (one worker) in the same run. Targets on a 2-core machine: 100
+submissions in under 5 minutes; 1,000 in under 10 (``--count 1000``; run it once, it is long).
 """
 
 from __future__ import annotations
@@ -56,6 +60,92 @@ def generate(folder: Path, count: int, *, seed: int = 0, broken_share: float = 0
     return kinds
 
 
+# -- a generated class: independent correct solutions, each known bug, copied-and-renamed pairs ----------
+def _levels(reference: str, catalogue_entries: dict[str, list[str]]) -> list[str]:
+    """Challenges ordered so that those built on others come first: appended later, a challenge's own
+    correct variant replaces any copy of its classes that an earlier (bigger) variant carried."""
+    from validator.batch.signatures import reach
+
+    size = {cid: len(reach(reference, entries)) for cid, entries in catalogue_entries.items()}
+    return sorted(catalogue_entries, key=lambda cid: (-size[cid], cid))
+
+
+def compose(parts: list[str]) -> str:
+    """One layers.py from several self-contained files: later definitions replace earlier ones; a
+    ``from __future__`` import moves to the top, where Python requires it."""
+    future = any("from __future__ import annotations" in p for p in parts)
+    body = "\n\n".join(p.replace("from __future__ import annotations", "") for p in parts)
+    return ("from __future__ import annotations\n\n" if future else "") + body
+
+
+def renamed_copy(source: str, rng: random.Random) -> str:
+    """What a copier hands in: every local variable renamed, the file re-laid out by ``ast.unparse``
+    (no comments, other quotes, other line breaks), a comment and blank lines of their own."""
+    import ast
+
+    tree = ast.parse(source)
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        params = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
+        declared = {n for node in ast.walk(fn) if isinstance(node, (ast.Global, ast.Nonlocal)) for n in node.names}
+        local = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        mapping = {name: f"{name[:1]}_{rng.randrange(10**6):06d}" for name in sorted(local - params - declared)}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Name) and node.id in mapping:
+                node.id = mapping[node.id]
+    lines = ast.unparse(tree).splitlines()
+    out = ["# my solution, written from scratch", ""]
+    for line in lines:
+        out.append(line)
+        if line.startswith(("def ", "class ")) and rng.random() < 0.5:
+            out.append("")
+    return "\n".join(out) + "\n"
+
+
+def generate_class(folder: Path, count: int, *, challenges: list[str], seed: int = 0, copies: int = 10,
+                   max_per_bug: int = 3) -> dict[str, dict]:
+    """``count`` submission folders under ``folder``: every broken file of the mutant library for
+    ``challenges`` seeded 1..``max_per_bug`` times, ``copies`` renamed copies of other submissions, and
+    independent correct solutions for the rest. Each submission is the whole catalogue, composed from
+    the library's correct variants (chosen at random per challenge), with one bug appended to the broken
+    ones. Returns name -> {"kind": correct|broken|copy, "bug": "challenge/file" or None, "copy_of": name}."""
+    from validator.spec import load_catalogue
+
+    rng = random.Random(seed)
+    library = ROOT / "tests" / "implementations"
+    reference = (ROOT / "reference" / "layers.py").read_text()
+    catalogue = load_catalogue(ROOT / "challenges")
+    order = _levels(reference, {cid: list(ch.entries) for cid, ch in catalogue.items()})
+    correct = {cid: sorted((library / cid / "correct").glob("*.py")) for cid in order}
+    bugs = [p for cid in challenges for p in sorted((library / cid / "broken").glob("*.py"))]
+    plan: list[tuple[str, Path | None]] = []
+    for bug in bugs:
+        plan += [("broken", bug)] * rng.randint(1, max_per_bug)
+    if len(plan) + copies > count:
+        raise ValueError(f"{count} submissions cannot hold {len(plan)} seeded bugs and {copies} copies")
+    plan += [("correct", None)] * (count - copies - len(plan))
+    rng.shuffle(plan)
+    names = [f"s{i:04d}" for i in range(count)]
+    rng.shuffle(names)
+    kinds: dict[str, dict] = {}
+    texts: dict[str, str] = {}
+    for name, (kind, bug) in zip(names, plan):
+        parts = [rng.choice(correct[cid]).read_text() for cid in order if correct[cid]]
+        if bug is not None:
+            parts.append(bug.read_text())
+        texts[name] = compose(parts)
+        kinds[name] = {"kind": kind, "bug": f"{bug.parent.parent.name}/{bug.stem}" if bug else None, "copy_of": None}
+    originals = rng.sample(sorted(texts), copies)
+    for name, original in zip(names[len(plan):], originals):
+        texts[name] = renamed_copy(texts[original], rng)
+        kinds[name] = {**kinds[original], "kind": "copy", "copy_of": original}
+    for name, text in texts.items():
+        (folder / name).mkdir(parents=True)
+        (folder / name / "layers.py").write_text(text)
+    return kinds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=100)
@@ -64,10 +154,20 @@ def main() -> None:
     parser.add_argument("--profile", default="batch")
     parser.add_argument("--challenge", action="append", dest="challenges", help="default: the whole catalogue")
     parser.add_argument("--keep", metavar="DIR", help="generate and grade under DIR, and keep it")
+    parser.add_argument("--mix", choices=["bench", "class"], default="bench",
+                        help="bench: reference-based correct/broken/hostile; class: a generated class (see above)")
     args = parser.parse_args()
+    import os
+
+    load_before = os.getloadavg()
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-batch-"))
     subs, out = base / "submissions", base / "out"
-    kinds = generate(subs, args.count)
+    if args.mix == "class":
+        kinds = {name: k["kind"] for name, k in generate_class(
+            subs, args.count, challenges=args.challenges or ["rms_norm", "softmax", "rope"],
+            copies=max(1, args.count // 20)).items()}
+    else:
+        kinds = generate(subs, args.count)
     cmd = [sys.executable, "-m", "validator", "grade", str(subs), "--out", str(out), "--workers",
            str(args.workers), "--timeout", str(args.timeout), "--profile", args.profile]
     for c in args.challenges or []:
@@ -101,6 +201,14 @@ def main() -> None:
           f"(target: 100 in 300 s = 20/min)")
     print(f"baseline: one correct submission graded alone {baseline:6.1f} s; batch wall time per submission "
           f"{elapsed / args.count:5.2f} s ({elapsed / args.count / baseline:4.2f}x the baseline)")
+    import re
+
+    for label, pattern in (("canary", r"self-test: .*\(([\d.]+) s\)"), ("class outputs", r"dashboard: .*; ([\d.]+) s\)")):
+        found = re.search(pattern, proc.stderr)
+        if found:
+            print(f"  {label}: {float(found.group(1)):.1f} s")
+    print(f"projected: 1000 submissions at this rate in {elapsed / args.count * 1000:.0f} s (target 600 s); "
+          f"load average before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     for kind, times in sorted(per_kind.items()):
         print(f"  {kind:8s} {len(times):4d}  mean {sum(times) / len(times):5.1f} s  max {max(times):5.1f} s  "
               f"mean score {100 * sum(scores[kind]) / len(scores[kind]):5.1f}%")

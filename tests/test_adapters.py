@@ -109,7 +109,7 @@ def test_a_repository_with_adapters_is_a_package_root(tmp_path):
     assert target.adapter is not None and target.label == "tests.adapters:run_softmax"
 
 
-def test_unfilled_adapters_say_so_and_a_map_line_takes_over(tmp_path):
+def test_a_map_line_wins_over_an_adapter_and_unfilled_adapters_say_so(tmp_path):
     root = tmp_path / "repo"
     (root / "tests").mkdir(parents=True)
     (root / "pkg").mkdir()
@@ -122,6 +122,10 @@ def test_unfilled_adapters_say_so_and_a_map_line_takes_over(tmp_path):
     pkg = load_package(root, catalogue())
     assert pkg.target("softmax", "softmax").adapter is None  # the stub is not used: the map line is
     assert "NotImplementedError" in pkg.unmapped["linear"]["Linear"]
+    (root / "tests" / "adapters.py").write_text("def run_softmax(in_features, dim):\n    return in_features\n")
+    pkg = load_package(root, catalogue())  # implemented now: the map line, said on purpose, still wins
+    assert pkg.target("softmax", "softmax").label == "pkg.layers:sm"
+    assert any("[tool.validator.map] lines, not tests/adapters.py, for softmax.softmax" in n for n in pkg.notes)
 
 
 def test_an_adapter_argument_must_name_what_the_entry_has(tmp_path):

@@ -51,6 +51,13 @@ def test_shards_are_disjoint_and_cover_everything(tmp_path):
     assert sorted(names) == [s.name for s in subs] and len(names) == len(set(names))
 
 
+def test_discover_refuses_a_folder_whose_report_would_overwrite_the_batch_outputs(tmp_path):
+    for name in ("alice", "dashboard", "run"):
+        (tmp_path / name).mkdir()
+    with pytest.raises(UsageError, match=r"dashboard, .*run: a submission's report is written as NAME.json"):
+        discover(tmp_path)
+
+
 def test_discover_skips_hidden_folders_and_files(tmp_path):
     for name in ("bob", "alice", ".git", "__MACOSX_not_hidden"):
         (tmp_path / name).mkdir()

@@ -28,7 +28,8 @@ def test_failure_reproduce_command_keeps_the_device(tmp_path):
     doubled = GOOD.replace("return self.weight[token_ids]", "return self.weight[token_ids] * 2")
     _, report, _ = run(tmp_path, doubled, "--device", "cpu")
     failed = [c for c in code_checks(report) if c["status"] == "failed"]
-    assert failed and all(c["reproduce"].endswith("--device cpu") for c in failed)
+    commands = [c["reproduce"].split("  #")[0] for c in failed]  # a trailing comment says where a line replays
+    assert failed and all(command.endswith("--device cpu") for command in commands), commands
 
 
 @pytest.mark.parametrize("device,needle", [

@@ -80,6 +80,10 @@ LAYER_AND_SAMPLER = """\
 def test_a_sampler_beside_the_layer_is_not_the_layers_code():
     costs, advice = _judged(LAYER_AND_SAMPLER, ["softmax"])
     assert costs == [] and advice == [_line(LAYER_AND_SAMPLER, "torch.softmax("), _line(LAYER_AND_SAMPLER, "F.softmax(")]
+    # an alias or a bare decorator computes nothing at import: what it names counts only where it is used
+    decorated = LAYER_AND_SAMPLER.replace("    def sample(", "    _sm = torch.softmax\n\n    @torch.no_grad\n    def sample(")
+    costs, advice = _judged(decorated, ["softmax"])
+    assert costs == [] and _line(decorated, "_sm = torch.softmax") in advice
 
 
 REACHED = [
@@ -164,6 +168,38 @@ REACHED = [
         import torch
         def helper(s):
             return torch.softmax(s, -1)
+     """, "attention", "torch.softmax("),
+    # what defining a name runs at import, whoever uses the name (issue 21)
+    ("value_computed_at_import", """\
+        import torch
+        _probs = torch.softmax(torch.zeros(3), -1)
+        def attention(q, k, v):
+            return q
+     """, "attention", "torch.softmax("),
+    ("decorator_of_an_unused_function", """\
+        import torch
+        def deco(f):
+            torch.softmax(torch.zeros(3), -1)
+            return f
+        @deco
+        def unused():
+            pass
+        def attention(q, k, v):
+            return q
+     """, "attention", "torch.softmax("),
+    ("body_of_an_unused_class", """\
+        import torch
+        class Unused:
+            table = torch.softmax(torch.zeros(3), -1)
+        def attention(q, k, v):
+            return q
+     """, "attention", "torch.softmax("),
+    ("default_of_an_unused_function", """\
+        import torch
+        def unused(p=torch.softmax(torch.zeros(3), -1)):
+            return p
+        def attention(q, k, v):
+            return q
      """, "attention", "torch.softmax("),
 ]
 
@@ -273,3 +309,26 @@ def test_cs336_package_with_its_version_line_and_a_decoding_module(tmp_path):
         ("multihead_self_attention", "unused_forbidden_import", "advisory")]}, statuses
     advice = next(c for ch in report.challenges for c in ch.checks if c.id == "unused_forbidden_import")
     assert "cs336_basics/decoding.py:7" in advice.message, advice.message
+
+
+# -- a forbidden name under another spelling (issue 21) -----------------------------------------------------------
+SOFTMAX_NAMES = SOFTMAX + ["torch.Tensor.softmax"]
+
+
+@pytest.mark.parametrize("src,line", [
+    ("def f(x):\n    return x.softmax(-1)\n", 2),
+    ("import torch\n\ndef f(x):\n    return torch.Tensor.softmax(x, -1)\n", 4),
+    ("import torch\n\ndef f(x):\n    probs = getattr(x, 'soft' + 'max')\n    return probs(-1)\n", 4),
+    ("import torch.nn.functional as F\n\ndef f(x):\n    return F.torch.softmax(x, -1)\n", 4),
+    ("import torch.nn.modules.activation as act\n\ndef f(x):\n    return act.F.softmax(x, -1)\n", 4),
+])
+def test_a_forbidden_api_under_another_name_is_a_use(src, line):
+    assert [hit_line for hit_line, _, _ in find_forbidden(src, SOFTMAX_NAMES)] == [line]
+
+
+def test_a_tensor_method_in_code_the_entry_never_runs_stays_advice(tmp_path):
+    (tmp_path / "layers.py").write_text(textwrap.dedent(LAYER_AND_SAMPLER).replace(
+        "torch.softmax(logits / temperature, dim=-1)", "(logits / temperature).softmax(-1)"))
+    found = scan_submission(tmp_path / "layers.py", SOFTMAX_NAMES, entries=["softmax"])
+    assert found and all(f.advice_only for f in found), [f.describe() for f in found]
+    assert any(f.what == "torch.Tensor.softmax" and "never runs" in f.describe() for f in found)

@@ -22,8 +22,8 @@ from validator.batch.submissions import Submission
 from validator.intake import (MAX_ANSWERS_BYTES, MAX_SOURCE_BYTES, IntakeError, parse_answers,
                               read_submission_file)
 from validator.questions import AnswersError
-from validator.worker.client import Worker, WorkerFailure
-from validator.worker.protocol import REPLY_CAP_BYTES, ProtocolError, Reader, pack
+from validator.worker.client import Worker, WorkerFailure, reply_reader
+from validator.worker.protocol import CHECKS_SENDER, REPLY_CAP_BYTES, ProtocolError, Reader, channel, pack
 
 SECRET = "s3cret-" + os.urandom(4).hex()
 
@@ -303,6 +303,213 @@ def test_a_reply_to_another_request_is_a_protocol_failure():
         for fd in (req_r, resp_w):
             os.close(fd)
         worker.close()
+
+
+needs_credentials = pytest.mark.skipif(not CHECKS_SENDER, reason="the kernel names a socket's writer on Linux only")
+
+
+def _child(body) -> int:
+    """Fork a child that runs ``body`` and exits; return its pid."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        try:
+            body()
+        finally:
+            os._exit(0)
+    return pid
+
+
+@needs_credentials
+def test_a_reply_from_another_process_than_the_worker_is_a_forgery_and_ends_the_submission():
+    """Bytes on the reply channel carry their writer's pid: a child's reply (right seq and all) is refused,
+    and nothing more is asked of that submission."""
+    from validator.worker.protocol import write_message
+
+    worker = Worker(__file__)
+    req_r, worker.req_fd = os.pipe()
+    resp_r, resp_w = channel()
+    worker.reader = reply_reader(resp_r, os.getpid())  # this process plays the worker
+    worker.proc = None
+    try:
+        write_message(resp_w, {"ok": True, "seq": 1})  # the worker's own reply: accepted
+        assert worker._roundtrip({"op": "hello"}, 5, "starting the worker") == {"ok": True}
+        os.waitpid(_child(lambda: write_message(resp_w, {"ok": True, "seq": 2})), 0)  # a child's, right seq
+        with pytest.raises(WorkerFailure, match=r"forged while inspecting layers.py: process \d+ wrote on the "
+                                                f"reply channel, not the worker \\(pid {os.getpid()}\\)") as info:
+            worker._roundtrip({"op": "describe", "names": []}, 5, "inspecting layers.py")
+        assert info.value.reason == "forged" and worker.forged
+        with pytest.raises(WorkerFailure, match="not run: a reply to the grader was forged"):
+            worker.request({"op": "describe", "names": []}, 5)
+    finally:
+        for fd in (req_r, resp_w):
+            os.close(fd)
+        worker.close()
+
+
+@needs_credentials
+def test_descriptors_sent_on_the_reply_channel_are_refused_and_never_kept():
+    import socket
+
+    from validator.worker.protocol import ForgedReply
+
+    grader_end, worker_end = channel()
+    reader = Reader(grader_end, sender=os.getpid())
+    hoard = os.memfd_create("hoard")
+    with socket.socket(fileno=worker_end) as sock:
+        sock.sendmsg([pack({"ok": True})], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("ii", hoard, hoard))])
+    os.close(hoard)
+    try:
+        with pytest.raises(ForgedReply, match="descriptors"):
+            reader.read(time.monotonic() + 5)
+        links = [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+                 if os.path.exists(f"/proc/self/fd/{fd}")]
+        assert not [link for link in links if "memfd:hoard" in link], links
+    finally:
+        reader.close()
+
+
+@needs_credentials
+def test_the_worker_exiting_ends_the_channel_though_its_child_holds_it_open():
+    """A worker that dies while a child of it keeps the channel open is a crash at once, not a time-out."""
+    from validator.worker.protocol import ChannelClosed, watch_process
+
+    grader_end, worker_end = channel()
+    release_r, release_w = os.pipe()
+
+    def worker():
+        if os.fork() == 0:  # the child: holds worker_end until the test lets it go
+            os.close(release_w)
+            os.read(release_r, 1)
+            os._exit(0)
+
+    pid = _child(worker)
+    os.close(worker_end)
+    os.close(release_r)
+    reader = Reader(grader_end, sender=pid, exited=watch_process(pid))
+    try:
+        with pytest.raises(ChannelClosed, match="the worker exited"):
+            reader.read(time.monotonic() + 30)
+    finally:
+        os.close(release_w)
+        os.waitpid(pid, 0)
+        reader.close()
+
+
+def test_a_forged_reply_voids_the_report_for_review():
+    from validator.batch.slot import void_for_review
+    from validator.results import ChallengeResult, CheckResult, Report
+
+    reason = "a reply to the grader was forged while running your code: process 7 wrote on the reply channel"
+    checks = [CheckResult(id="a", kind="value", status="passed", score=2.0, max_score=2.0, message="ok"),
+              CheckResult(id="b", kind="value", status="error", score=0.0, max_score=1.0, message=reason),
+              CheckResult(id="c", kind="value", status="error", score=0.0, max_score=1.0, message=f"not run: {reason}"),
+              CheckResult(id="q", kind="question", status="passed", score=1.0, max_score=1.0)]
+    report = Report(challenges=[ChallengeResult(id="x", title="X", checks=checks)], seed=0, student="s",
+                    profile="batch")
+    void_for_review(report, reason)
+    assert report.score == 0 and report.max_score == 5
+    assert [c.status for c in checks] == ["failed", "error", "error", "failed"]
+    assert checks[0].message.startswith(f"not credited: {reason}")
+    assert report.review == ["x/b: a reply to the grader came from another process than the worker (forged)"]
+
+
+# -- memory: a cgroup where the machine gives one -----------------------------------------------
+def test_cgroup_v2_parent_is_the_nearest_ancestor_that_delegates_memory(tmp_path, monkeypatch):
+    """A cgroup with processes cannot give its children controllers: the workers' folder goes under
+    the nearest ancestor whose subtree has memory and pids (a sibling of the grader's own cgroup)."""
+    from validator import cgroups
+
+    (tmp_path / "system.slice" / "runner.service").mkdir(parents=True)
+    (tmp_path / "cgroup.subtree_control").write_text("cpu memory pids\n")
+    (tmp_path / "system.slice" / "cgroup.subtree_control").write_text("memory pids\n")
+    (tmp_path / "system.slice" / "runner.service" / "cgroup.subtree_control").write_text("")
+    monkeypatch.setattr(cgroups, "_mounts", lambda: [(str(tmp_path), "cgroup2", {"rw"})])
+    monkeypatch.setattr(cgroups, "_own", lambda: {"": "/system.slice/runner.service"})
+    assert cgroups.locate() == {"version": 2, "parent": str(tmp_path / "system.slice")}
+    (tmp_path / "system.slice" / "cgroup.subtree_control").write_text("cpu\n")  # not delegated there: the root
+    assert cgroups.locate() == {"version": 2, "parent": str(tmp_path)}
+    monkeypatch.setattr(cgroups, "_own", lambda: {"": "/../outside"})  # another cgroup namespace's view
+    assert cgroups.locate() is None
+
+
+def test_without_a_cgroup_the_sandbox_says_its_memory_limit_is_per_process(monkeypatch):
+    monkeypatch.setattr(sandbox, "capabilities", lambda: {"root": True, "namespaces": True, "setuid": True,
+                                                          "cgroup": None})
+    box = sandbox.plan(sandbox.Limits(memory_mb=512), hide=[], files={}, uid=sandbox.FIRST_UID)
+    assert box.weaker == [sandbox.NO_CGROUP] and box.degraded == []  # weaker, said, but graded all the same
+    assert "512 MB of address space per process (no cgroup)" in sandbox.defences(box)[0]
+    where = {"version": 2, "parent": "/sys/fs/cgroup/x"}
+    monkeypatch.setattr(sandbox, "capabilities", lambda: {"root": True, "namespaces": True, "setuid": True,
+                                                          "cgroup": where})
+    box = sandbox.plan(sandbox.Limits(memory_mb=512), hide=[], files={}, uid=sandbox.FIRST_UID)
+    assert box.cgroup == where and box.weaker == []
+    assert "512 MB of memory for all its processes together, every page counted" in sandbox.defences(box)[0]
+    assert sandbox.Sandbox.from_dict(box.to_dict()) == box
+
+
+@pytest.mark.thorough
+@pytest.mark.skipif(sandbox.capabilities()["cgroup"] is None, reason="no memory cgroup can be made on this machine")
+def test_a_cgroup_counts_memfd_pages_of_every_process_and_names_the_kill():
+    """Memfds, written and never mapped, in a child and its parent: the group's limit counts them,
+    its out-of-memory killer stops the worker, the group says so, and it is removed afterwards."""
+    from validator import cgroups
+
+    base = cgroups.Base(sandbox.capabilities()["cgroup"], name=f"{cgroups.PREFIX}test-{os.getpid()}")
+    group = base.group("w1", memory_bytes=96 << 20, pids=8)
+
+    def hoard(count):
+        held = [os.memfd_create("hoard") for _ in range(count)]
+        for fd in held:
+            os.write(fd, b"\1" * (8 << 20))
+        return held
+
+    def worker():
+        cgroups.join(group.dirs)
+        if os.fork() == 0:
+            hoard(8)  # 64 MiB in the child
+            time.sleep(60)
+            os._exit(0)
+        time.sleep(0.2)
+        hoard(16)  # 128 more in the worker: over the 96 MiB (even if the child went first)
+        time.sleep(60)
+
+    try:
+        pid = _child(worker)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == -9
+        assert group.oom_kills() >= 1
+        assert group.remove(rounds=200)  # the child too: killed with what was left in the group
+    finally:
+        group.remove(rounds=50)
+        base.remove()
+    assert not any(os.path.exists(d) for d in base.dirs)
+    assert "memory limit of 1024 MB exceeded" in sandbox.describe_signal(9, sandbox.Limits(memory_mb=1024), oom=True)
+
+
+@pytest.mark.thorough
+@pytest.mark.skipif(not (sandbox.capabilities()["namespaces"] and sandbox.capabilities()["setuid"]),
+                    reason="the sandbox needs root with namespaces")
+def test_sysv_shared_memory_in_the_sandbox_is_capped_at_the_scratch_size():
+    """A segment holds memory without a mapping: in the worker's own IPC namespace the kernel's
+    (unbounded) defaults are replaced by the scratch size, and the grader's own are left alone."""
+    lease = sandbox.UidLease()
+    box = sandbox.plan(sandbox.Limits(scratch_mb=32), hide=[], files={}, uid=lease.uid)
+    host = open("/proc/sys/kernel/shmmax").read()
+    r, w = os.pipe()
+
+    def worker():
+        sandbox.enter(box, keep_fds=[w])
+        os.write(w, open("/proc/sys/kernel/shmmax").read().encode())
+
+    pid = _child(worker)
+    os.close(w)
+    try:
+        os.waitpid(pid, 0)
+        assert int(os.read(r, 100)) == 32 << 20
+        assert open("/proc/sys/kernel/shmmax").read() == host
+    finally:
+        os.close(r)
+        lease.release()
 
 
 def test_worker_forked_from_the_grader_serves_and_dies_cleanly(tmp_path):

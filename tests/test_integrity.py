@@ -118,9 +118,10 @@ def test_utf7_cookie_is_decoded_as_the_importer_does_and_is_itself_a_finding():
 def test_helper_modules_the_submission_imports_are_scanned(tmp_path):
     (tmp_path / "layers.py").write_text("from helper import lookup\n")
     (tmp_path / "helper.py").write_text("import torch.nn.functional as F\n\ndef lookup(i, w):\n    return F.embedding(i, w)\n")
-    (tmp_path / "unrelated.py").write_text("import gc\ngc.collect()\n")  # not imported: never runs
+    (tmp_path / "unrelated.py").write_text("import gc\ngc.collect()\n")  # not imported: scanned, advice only
     found = scan_submission(tmp_path / "layers.py", BANNED)
-    assert [(f.file, f.line, f.what) for f in found] == [("helper.py", 4, "torch.nn.functional.embedding")]
+    assert [(f.file, f.line, f.what, f.reachable) for f in found] == [
+        ("helper.py", 4, "torch.nn.functional.embedding", True), ("unrelated.py", 2, "gc", False)]
 
 
 def test_oversized_file_is_refused_not_read(tmp_path):
@@ -508,3 +509,212 @@ checks:
 """)
     with pytest.raises(SpecError, match="sample: output"):
         load_challenge(spec)
+
+
+# -- the allowlist: a scan that allows rather than forbids (issue 21) ----------------------------------------------
+from validator.integrity import DEFAULT_POLICY, Allowlist, allows  # noqa: E402
+
+SOFTMAX = ["torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax", "torch.nn.Softmax",
+           "torch.Tensor.softmax", "torch.ops.aten.*softmax*"]
+EMBEDDING = BANNED + ["torch._embedding_bag*"]
+
+
+def _costly(findings):
+    """(line, what) of the findings that cost points and mark the submission for review."""
+    return [(f.line, f.what) for f in findings if not f.advice_only and f.review]
+
+
+# each attack: source, bans, (line, what) it must be caught as
+ATTACKS = {
+    "tensor_method": ("import torch\n\ndef softmax(x, dim):\n    return x.softmax(dim)\n", SOFTMAX,
+                      (4, "torch.Tensor.softmax")),
+    "tensor_class_method": ("import torch\n\ndef softmax(x, dim):\n    return torch.Tensor.softmax(x, dim)\n",
+                            SOFTMAX[:4] + SOFTMAX[5:], (4, "torch.Tensor.softmax")),
+    "getattr_on_module_alias": ("import torch\nalias = torch.nn.functional\n\ndef softmax(x, dim):\n"
+                                "    return getattr(alias, 'soft' + 'max')(x, dim)\n", SOFTMAX,
+                                (5, "computed_getattr")),
+    "getattr_on_tensor_folded": ("def softmax(x, dim):\n    return getattr(x, 'xamtfos'[::-1])(dim)\n", SOFTMAX,
+                                 (2, "torch.Tensor.softmax")),
+    "getattr_loop_over_names": ("def softmax(x, dim):\n    for n in ('soft' + 'max',):\n        f = getattr(x, n)\n"
+                                "    return f(dim)\n", SOFTMAX, (3, "torch.Tensor.softmax")),
+    "getattr_unreadable_constant": ("def softmax(x, dim):\n    return getattr(x, ''.join(map(str.lower, 'SOFTMAX')))(dim)\n",
+                                    SOFTMAX, (2, "computed_getattr")),
+    "timeit_setup": ("import timeit\n\ndef softmax(x, dim):\n    box = {}\n"
+                     "    timeit.Timer(setup='box[0] = x.softmax(dim)', globals=locals()).timeit(1)\n"
+                     "    return box[0]\n", SOFTMAX, (5, "dynamic_code")),
+    "code_interpreter": ("import code\n\ndef softmax(x, dim):\n    shell = code.InteractiveInterpreter({'x': x})\n"
+                         "    shell.runsource('y = x.exp()')\n    return shell.locals['y']\n", SOFTMAX, (4, "dynamic_code")),
+    "pkgutil_resolve_name": ("import pkgutil\n\ndef softmax(x, dim):\n"
+                             "    return pkgutil.resolve_name('torch.nn.functional:softmax')(x, dim)\n", SOFTMAX,
+                             (4, "dynamic_code")),
+    "runpy": ("import runpy\n\ndef softmax(x, dim):\n    return runpy.run_path('h.py')['f'](x)\n", SOFTMAX,
+              (4, "dynamic_code")),
+    "exec_of_a_file": ("def softmax(x, dim):\n    exec(open('h.py').read())\n    return x\n", SOFTMAX, (2, "dynamic_code")),
+    "methodcaller": ("import operator\n\ndef softmax(x, dim):\n    return operator.methodcaller('softmax', dim)(x)\n",
+                     SOFTMAX, (4, "torch.Tensor.softmax")),
+    "class_dict": ("def softmax(x, dim):\n    return type(x).__dict__['softmax'](x, dim)\n", SOFTMAX,
+                   (2, "computed_getattr")),
+    "torch_private_namespace": ("import torch\n\ndef lookup(ids, w):\n    return torch._VF.embedding(w, ids)\n",
+                                EMBEDDING, (4, "not_allowed")),
+    "torch_namespace_not_listed": ("import torch\n\ndef lookup(ids, w):\n    return torch.hub.load('.', 'e', source='local')(ids, w)\n",
+                                   EMBEDDING, (4, "not_allowed")),
+    "reexported_torch": ("import torch.nn.functional as F\n\ndef lookup(ids, w):\n    return F.torch.embedding(w, ids)\n",
+                         EMBEDDING, (4, "torch.embedding")),
+    "module_in_a_container": ("import torch\n\ndef lookup(ids, w):\n    ns = [torch.nn.functional][0]\n"
+                              "    return ns.embedding(ids, w)\n", EMBEDDING, (4, "module_value")),
+    "module_variable_attribute": ("import torch\n\ndef lookup(ids, w, ns=None):\n    ns = ns or torch.nn.functional\n"
+                                  "    return ns.embedding(ids, w)\n", EMBEDDING, (5, "torch.nn.functional.embedding")),
+    "jaxtyping_shape_runs_code": ("import torch\nfrom jaxtyping import Float\n\ndef lookup(ids, w):\n"
+                                  "    assert isinstance(w, Float[torch.Tensor, \"v d+0*len(str(exec('1')))\"])\n"
+                                  "    return w[ids]\n", EMBEDDING, (5, "dynamic_code")),
+    "string_annotation_runs_code": ("def lookup(ids: \"__import__('os').getpid()\", w):\n    return w[ids]\n",
+                                    EMBEDDING, (1, "dynamic_code")),
+    "module_named_main": ("import unittest.__main__  # noqa\n", EMBEDDING, (1, "dynamic_code")),
+    "not_listed_module": ("import shelve\n\ndef lookup(ids, w):\n    return shelve.open('w')['w'][ids]\n", EMBEDDING,
+                          (4, "not_allowed")),
+    "os_beyond_its_names": ("import os\n\ndef lookup(ids, w):\n    os.execv('/bin/true', ['true'])\n", EMBEDDING,
+                            (4, "processes")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_each_attack_is_a_finding_with_its_line_that_marks_review(name):
+    source, banned, hit = ATTACKS[name]
+    assert hit in _costly(scan_source(source, banned)), [f.describe() for f in scan_source(source, banned)]
+
+
+def test_a_folded_name_is_never_computed_beyond_a_bound():
+    found = scan_source("def f(x):\n    return getattr(x, 'a' * 1000000000 + 'b' * (10 ** 9))\n", SOFTMAX)
+    assert _costly(found) == [(2, "computed_getattr")]
+
+
+HONEST = '''\
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import numpy.typing as npt
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+
+ROOT = os.path.join(os.path.dirname(__file__), "data")
+VERBOSE = os.environ.get("VERBOSE") == "1" and sys.version_info >= (3, 10)
+
+
+@dataclass
+class Config:
+    d_model: int = 8
+    names: Optional[list[str]] = None
+
+
+class Attention(nn.Module):
+    def __init__(self, d_model: int, device=None, dtype=None):
+        super().__init__()
+        self.q = nn.Parameter(torch.empty(d_model, d_model, device=device, dtype=dtype))
+        nn.init.trunc_normal_(self.q, std=1 / math.sqrt(d_model))
+        self.heads = nn.ModuleDict(OrderedDict(a=nn.Identity()))
+        for i in range(2):
+            setattr(self, f"w{i}", nn.Parameter(torch.ones(d_model)))
+
+    def softmax(self, x: Float[Tensor, "... d"], dim: int) -> Float[Tensor, "... d"]:
+        e = torch.exp(x - x.amax(dim=dim, keepdim=True))
+        return e / e.sum(dim=dim, keepdim=True)
+
+    def forward(self, x: Float[Tensor, "b s d"], mask: Int[Tensor, "s s"] | None = None) -> Float[Tensor, "b s d"]:
+        scores = torch.einsum("bsd,btd->bst", x @ self.q, x) / math.sqrt(x.shape[-1])
+        if mask is not None:
+            scores = scores.masked_fill(mask == 0, float("-inf"))
+        probs = self.softmax(scores, -1)
+        out = rearrange(probs @ x, "b s d -> b s d") * getattr(self, "w0") * self.w1
+        return F.dropout(out, 0.0, self.training) * np.float32(1.0)
+
+
+def to_tensor(array: npt.NDArray[np.float32]) -> torch.Tensor:
+    return torch.as_tensor(array)
+'''
+
+
+def test_an_honest_layer_with_the_usual_imports_is_clean():
+    assert scan_source(HONEST, SOFTMAX) == [], [f.describe() for f in scan_source(HONEST, SOFTMAX)]
+
+
+@pytest.mark.parametrize("name,allowed", [
+    ("torch.nn.functional.gelu", True), ("torch.nn.init.trunc_normal_", True), ("torch.nn.modules.module.Module", True),
+    ("torch.Tensor.masked_fill", True), ("torch.autograd.Function", True), ("os.path.join", True),
+    ("os.environ", True), ("numpy.typing.NDArray", True), ("collections.abc.Sequence", True),
+    ("importlib.metadata.version", True), ("einops.layers.torch.Rearrange", True),
+    ("os.system", False), ("os.path.os.system", False), ("torch.nn.functional.torch.hub.load", False),
+    ("torch.hub.load", False), ("torch._VF.embedding", False), ("torch.nn.functional._canonical_mask", False),
+    ("torch.load", False), ("torch.compile", False), ("torch.utils.cpp_extension.load_inline", False),
+    ("torch.ops.aten.embedding", False), ("numpy.ctypeslib.load_library", False), ("numpy.load", False),
+    ("scipy.special.softmax", False), ("importlib.import_module", False),
+])
+def test_names_are_judged_by_what_they_are(name, allowed):
+    assert allows(DEFAULT_POLICY, name) is allowed
+
+
+def test_a_spec_extends_or_narrows_the_default():
+    wider = Allowlist.changed(add=("scipy.special", "torch.compile"))
+    assert allows(wider, "scipy.special.expit") and allows(wider, "torch.compile")
+    narrower = Allowlist.changed(remove=("numpy", "torch.nn.functional.dropout"))
+    assert not allows(narrower, "numpy.float32") and not allows(narrower, "torch.nn.functional.dropout")
+    assert allows(narrower, "torch.nn.functional.gelu")
+    assert Forbidden(allowed={"add": ["scipy.special"]}).allowlist() == wider.changed(add=("scipy.special",))
+    with pytest.raises(ValidationError, match="removing it does nothing"):
+        Forbidden(allowed={"remove": ["scipy"]})
+    with pytest.raises(ValidationError, match="allowlist entries"):
+        Forbidden(allowed={"add": ["scipy special"]})
+
+
+def test_a_construct_the_challenge_allows_allows_its_modules():
+    assert scan_source("import threading\nlock = threading.Lock()\n", [], allow={"threads"}) == []
+
+
+def test_a_helper_loaded_through_pkgutil_is_scanned_and_the_load_is_the_finding(tmp_path):
+    (tmp_path / "layers.py").write_text("import pkgutil\n\ndef lookup(ids, w):\n"
+                                        "    return pkgutil.resolve_name('hidden:lookup')(ids, w)\n")
+    (tmp_path / "hidden.py").write_text("import torch.nn.functional as F\n\ndef lookup(ids, w):\n"
+                                        "    return F.embedding(ids, w)\n")
+    found = sorted(scan_submission(tmp_path / "layers.py", BANNED, entries=["lookup"]), key=lambda f: f.file)
+    assert [(f.file, f.line, f.what, f.reachable) for f in found] == [
+        ("hidden.py", 4, "torch.nn.functional.embedding", False), ("layers.py", 4, "dynamic_code", True)]
+    assert "pkgutil.resolve_name" in found[1].describe() and found[1].review
+
+
+def test_every_file_of_a_package_is_scanned_and_one_no_import_names_is_advice():
+    files = {"pkg/__init__.py": b"", "pkg/model.py": b"import torch\n\ndef lookup(ids, w):\n    return w[ids]\n",
+             "pkg/hidden.py": b"import torch.nn.functional as F\nF.embedding\n", "pkg/broken.py": b"def f(:\n"}
+    found = scan_package(files, ["pkg.model"], BANNED, entries=[("pkg.model", "lookup")])
+    assert [(f.file, f.line, f.what, f.reachable) for f in found] == [
+        ("pkg/hidden.py", 2, "torch.nn.functional.embedding", False)]
+
+
+def test_own_attributes_are_the_students_names_and_a_tensor_subclass_is_a_tensor():
+    adapter = "def run(model, x):\n    return model.softmax(x, -1)\n"
+    model = "class M:\n    def softmax(self, x, dim):\n        return x\n"
+    assert _costly(scan_source(adapter, SOFTMAX)) == [(2, "torch.Tensor.softmax")]
+    assert scan_source(adapter + model, SOFTMAX) == []
+    subclass = "import torch\n\nclass T(torch.Tensor):\n    def probs(self):\n        return self.softmax(-1)\n"
+    assert _costly(scan_source(subclass, SOFTMAX)) == [(5, "torch.Tensor.softmax")]
+
+
+def test_the_challenge_page_lists_what_a_solution_may_use():
+    from helpers import catalogue
+    from validator.instructor.docs import challenge_page
+
+    challenge = catalogue()["softmax"]
+    page = challenge_page(challenge, {})
+    assert "### What your code may use" in page and "`torch.nn.functional`" in page and "`einops`" in page
+    assert "`torch.load`" in page.split("not allowed even so")[1]
+    wider = challenge.model_copy(update={"forbidden": challenge.forbidden.model_copy(
+        update={"allowed": challenge.forbidden.allowed.model_copy(update={"add": ["scipy.special"]})})})
+    assert "`scipy.special`" in challenge_page(wider, {})

@@ -233,3 +233,98 @@ def test_float_inputs_take_a_scale():
     assert 0.5e-3 < float(x.std()) < 2e-3 and x.dtype == torch.get_default_dtype()
     with pytest.raises(ValueError):
         Challenge.model_validate({**ch.model_dump(), "inputs": {"x": {"type": "value", "value": 1, "scale": 2.0}}})
+
+
+# -- precision: float32 -----------------------------------------------------------------------
+# A layer whose softmax is nearly one-hot (scores ~ 8 x N(0, d)): it amplifies rounding, so a part that
+# computes in float32 misses a fixed float64 tolerance by far; `precision: float32` measures how much
+# float32 rounding explains on each case, and a real bug (a slightly wrong scale) stays far outside.
+PEAKY_SPEC = """\
+id: peaky
+title: Peaky
+summary: a nearly one-hot attention-like layer
+contract: may compute its softmax in float32
+entries:
+  Peaky: {kind: module, init: [d], accepts: [device, dtype], call: [x], parameters: {weight: [d, d]}}
+dims: {d: [8, 16]}
+inputs:
+  x: {type: float, shape: [5, d], requires_grad: true}
+tolerance:
+  float32: {atol: 1.0e-6, rtol: 1.0e-6}
+  float64: {atol: 1.0e-10, rtol: 1.0e-10}
+checks:
+  - {id: fixed, kind: gradient, test: gradient, points: 1}
+  - {id: measured, kind: gradient, test: gradient, precision: float32, points: 1}
+  - {id: values64, kind: values, test: values, dtype: float64, precision: float32, points: 1}
+  - {id: values32, kind: values, test: values, precision: float32, points: 1}
+"""
+
+PEAKY = """\
+import torch
+from torch import nn
+
+
+class Peaky(nn.Module):
+    def __init__(self, d, device=None, dtype=None):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(d, d, device=device, dtype=dtype))
+
+    def forward(self, x):
+        s = (x @ self.weight.T) * SCALE
+        {softmax}
+        return p @ self.weight
+"""
+
+PEAKY_SOFTMAX = {
+    "reference": "p = torch.softmax(s, dim=-1)",
+    # the softmax in float32 whatever the input, cast back: the contract allows it
+    "float32_softmax": "p = torch.softmax(s.float(), dim=-1).to(s.dtype)",
+    # float64 throughout, another formula: summation order only
+    "logsumexp": "p = torch.exp(s - torch.logsumexp(s, dim=-1, keepdim=True))",
+}
+
+
+@pytest.fixture(scope="module")
+def peaky(tmp_path_factory):
+    root = tmp_path_factory.mktemp("peaky")
+    (root / "challenges").mkdir()
+    (root / "challenges" / "peaky.yaml").write_text(PEAKY_SPEC)
+    (root / "reference").mkdir()
+    (root / "reference" / "answer_key.yaml").write_text("{}\n")
+    for name, softmax in PEAKY_SOFTMAX.items():
+        text = PEAKY.replace("{softmax}", softmax).replace("SCALE", "8.0")
+        (root / ("reference/layers.py" if name == "reference" else f"{name}.py")).write_text(text)
+    # a real bug, small as bugs go: the scores scaled by 8.05 instead of 8
+    (root / "wrong_scale.py").write_text(PEAKY.replace("{softmax}", PEAKY_SOFTMAX["reference"]).replace("SCALE", "8.05"))
+    return root
+
+
+def _peaky(root, name, seed):
+    report = grade(root / f"{name}.py", seed=seed, profile="quick", challenges_dir=root / "challenges",
+                   reference_dir=root / "reference", reference_mode="live")
+    return {c.id: (c.status, c.message) for c in report.challenges[0].checks}
+
+
+@pytest.mark.thorough
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_precision_float32_accepts_a_float32_part_and_still_catches_a_small_bug(peaky, seed):
+    detour = _peaky(peaky, "float32_softmax", seed)
+    assert detour["fixed"][0] == "failed", detour   # a fixed float64 tolerance rejects a float32 part
+    assert all(detour[c][0] == "passed" for c in ("measured", "values64", "values32")), detour
+    exact = _peaky(peaky, "logsumexp", seed)
+    assert all(s == "passed" for s, _ in exact.values()), exact
+    bug = _peaky(peaky, "wrong_scale", seed)
+    assert all(bug[c][0] == "failed" for c in ("measured", "values64", "values32")), bug
+    assert "float32 rounding: 64 x" in bug["measured"][1], bug["measured"][1]
+
+
+def test_precision_takes_float32_only_and_is_no_option_of_other_tests(tmp_path):
+    base = PEAKY_SPEC.split("checks:")[0] + "checks:\n  - "
+    for bad in ("{id: c, kind: gradient, test: gradient, precision: bfloat16, points: 1}",
+                "{id: c, kind: gradient, test: gradient, precision: float32, precision_margin: 0, points: 1}",
+                "{id: c, kind: gradient, test: untouched_rows_zero, precision: float32, points: 1}",
+                "{id: c, kind: shape, test: shape, precision: float32, points: 1}"):
+        path = tmp_path / "peaky.yaml"
+        path.write_text(base + bad + "\n")
+        with pytest.raises(SpecError):
+            load_challenge(path)

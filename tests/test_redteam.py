@@ -1,9 +1,13 @@
-"""Hostile submissions (tests/redteam/) graded in one batch, with two correct controls around them.
+"""Hostile submissions (tests/redteam/) graded in one batch per challenge, with correct controls among them.
 
 Each attack must end with its targeted checks failed and the student told why; the grader
 must exit 0 with every report written, the controls must keep full marks, nothing may be
 written outside the scratch dirs, no secret may reach a report, and no process may survive.
-The sandbox needs root (as in CI containers); elsewhere these tests are skipped.
+An attack is graded on token_embedding unless its EXPECT names another ``challenge`` (a
+Tensor method needs a challenge that forbids one); each other challenge is one more batch.
+The sandbox needs root (as in CI containers); elsewhere these tests are skipped. An attack
+whose defence needs more than that (``needs: cgroup``: a memory cgroup per worker) is not
+graded where the machine cannot give it, and its test says why it was skipped.
 """
 
 from __future__ import annotations
@@ -52,7 +56,15 @@ for _name in ("answers_link_to_other", "answers_link_to_root_only", "answers_lin
     ATTACKS[_name] = {"fail": QUESTIONS, "message": "answers.yaml is a symbolic link", "code_passes": True}
 ATTACKS["answers_deep_nesting"] = {"fail": QUESTIONS, "message": "nested more than", "code_passes": True}
 ATTACKS["big_source"] = {"max_score": 0, "message": "layers.py is larger than 1 MiB"}
+NEEDS = {"cgroup": (caps["cgroup"] is not None, "no memory cgroup can be made on this machine (cgroup v2 with "
+                                                "the memory and pids controllers, or v1's memory hierarchy, "
+                                                "writable by root): the sandbox limits memory per process here")}
+SKIPPED = {name: NEEDS[e["needs"]][1] for name, e in ATTACKS.items() if e.get("needs") and not NEEDS[e["needs"]][0]}
+GRADED = sorted(set(ATTACKS) - set(SKIPPED))
 STATE_FILES = ("/dev/shm/redteam-state", "/tmp/redteam-state", "/var/tmp/redteam-state", "/run/lock/redteam-state")
+MAIN = "token_embedding"
+CHALLENGE = {name: expect.get("challenge", MAIN) for name, expect in ATTACKS.items()}
+OTHERS = sorted(set(CHALLENGE.values()) - {MAIN})  # graded in batches of their own, after the main one
 
 
 @pytest.fixture(scope="module")
@@ -67,16 +79,26 @@ def batch(tmp_path_factory):
         if not (base / "result.json").exists():
             _grade_redteam(base)
     result = json.loads((base / "result.json").read_text())
-    out = base / "out"
-    return {**result, "out": out, "subs": base / "submissions",
-            "reports": {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")},
-            "manifest": json.loads((out / "shards" / "shard-1-of-1.json").read_text())}
+    outs = {MAIN: base / "out", **{c: base / f"out-{c}" for c in OTHERS}}
+    reports, out_of = {}, {}
+    for out in outs.values():
+        for p in out.glob("*.json"):
+            if p.stem.startswith("dashboard"):  # the class dashboard, not a submission's report
+                continue
+            reports[p.stem] = json.loads(p.read_text())
+            out_of[p.stem] = out
+    manifests = [json.loads((out / "shards" / "shard-1-of-1.json").read_text()) for out in outs.values()]
+    return {**result, "out": outs[MAIN], "outs": outs, "out_of": out_of, "subs": base / "submissions",
+            "reports": reports, "manifest": manifests[0], "manifests": manifests}
 
 
 def _grade_redteam(base: Path) -> None:
     shutil.rmtree(base, ignore_errors=True)
     subs, out = base / "submissions", base / "out"
-    shutil.copytree(REDTEAM, subs, ignore=shutil.ignore_patterns("README.md"))
+    shutil.copytree(REDTEAM, subs, ignore=shutil.ignore_patterns("README.md", *SKIPPED))
+    for challenge in OTHERS:  # each in a folder of submissions of its own, graded on its own challenge
+        for name in [n for n, c in CHALLENGE.items() if c == challenge and n not in SKIPPED]:
+            shutil.move(subs / name, _mkdir(base / f"submissions-{challenge}") / name)
     for name, target in (("symlink_reference", paths.reference_dir() / "layers.py"),
                          ("symlink_answer_key", paths.reference_dir() / "answer_key.yaml")):
         (subs / name).mkdir()
@@ -91,14 +113,24 @@ def _grade_redteam(base: Path) -> None:
     shutil.copytree(paths.reference_dir(), decoy / "course" / "reference")
     for path in [decoy, *decoy.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
+    runs = [(MAIN, subs, out)] + [(c, base / f"submissions-{c}", base / f"out-{c}") for c in OTHERS]
+    procs = {}
     try:
-        proc = subprocess.run([sys.executable, "-m", "validator", "grade", str(subs), "--out", str(out),
-                               "--challenge", "token_embedding", "--workers", "2", "--timeout", str(TIMEOUT_S),
-                               "--memory", "1024"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+        for challenge, folder, into in runs:
+            procs[challenge] = subprocess.run(
+                [sys.executable, "-m", "validator", "grade", str(folder), "--out", str(into), "--challenge", challenge,
+                 "--workers", "2", "--timeout", str(TIMEOUT_S), "--memory", "1024"],
+                cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     finally:
         shutil.rmtree(decoy, ignore_errors=True)
-    (base / "result.json").write_text(json.dumps({"returncode": proc.returncode, "stderr": proc.stderr,
-                                                  "control": control, "secret": SECRET}))
+    (base / "result.json").write_text(json.dumps({
+        "returncode": max(p.returncode for p in procs.values()), "stderr": "\n".join(p.stderr for p in procs.values()),
+        "control": control, "secret": SECRET, "subs_of": {c: str(folder) for c, folder, _ in runs}}))
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _build_generated(subs: Path, base: Path) -> None:
@@ -126,14 +158,17 @@ def _build_generated(subs: Path, base: Path) -> None:
 
 def test_grader_survives_and_writes_every_report(batch):
     assert batch["returncode"] == 0, batch["stderr"][-3000:]
-    assert set(batch["reports"]) == set(ATTACKS)
-    assert batch["manifest"]["grader_failures"] == []
-    csv_names = [line.split(",")[0] for line in (batch["out"] / "grades.csv").read_text().splitlines()[1:]]
-    assert sorted(csv_names) == sorted(ATTACKS)
+    assert set(batch["reports"]) == set(GRADED)
+    assert all(m["grader_failures"] == [] for m in batch["manifests"])
+    csv_names = [line.split(",")[0] for out in batch["outs"].values()
+                 for line in (out / "grades.csv").read_text().splitlines()[1:]]
+    assert sorted(csv_names) == GRADED
 
 
 @pytest.mark.parametrize("name", sorted(ATTACKS))
 def test_attack_is_contained(batch, name):
+    if name in SKIPPED:
+        pytest.skip(SKIPPED[name])
     expect = ATTACKS[name]
     report = batch["reports"][name]
     checks = {c["id"]: c for ch in report["challenges"] for c in ch["checks"]}
@@ -146,10 +181,19 @@ def test_attack_is_contained(batch, name):
             return
     for check_id in expect.get("fail", []):
         assert checks[check_id]["status"] not in ("passed", "advisory"), (check_id, checks[check_id])
+    for check_id in expect.get("review") if isinstance(expect.get("review"), list) else []:
+        assert checks[check_id]["review"], (check_id, checks[check_id])
+        assert any(r.startswith(f"{CHALLENGE[name]}/{check_id}:") for r in report["review"]), report["review"]
     if "max_score" in expect:
         assert report["score"] <= expect["max_score"]
     if "message" in expect:
         assert expect["message"] in text, text[:3000]
+    if expect.get("review"):
+        assert report["review"], "the submission is not marked for review"
+    for check_id in expect.get("passes", []):
+        assert checks[check_id]["status"] == "passed", (check_id, checks[check_id])
+    for words in expect.get("absent", []):
+        assert words not in text, f"{words!r} in the report: {text[:3000]}"
     assert batch["secret"] not in text, "the grader's environment reached a report"
     assert "imported the reference" not in text
     # Explanations come from the key on purpose (they are shown once a question is graded);
@@ -167,10 +211,11 @@ def test_attack_is_contained(batch, name):
 def test_reports_are_valid_for_every_format(batch):
     import xml.etree.ElementTree as ET
 
-    for name in ATTACKS:
-        ET.parse(batch["out"] / "junit" / f"{name}.xml")
-        json.loads((batch["out"] / "gradescope" / name / "results.json").read_text())
-        tags = _start_tags((batch["out"] / "html" / f"{name}.html").read_text())
+    for name in GRADED:
+        out = batch["out_of"][name]
+        ET.parse(out / "junit" / f"{name}.xml")
+        json.loads((out / "gradescope" / name / "results.json").read_text())
+        tags = _start_tags((out / "html" / f"{name}.html").read_text())
         assert "script" not in tags and "iframe" not in tags and tags.count("html") == 1, name
 
 
@@ -186,7 +231,7 @@ def _start_tags(page: str) -> list[str]:
 
 
 def test_no_process_left_behind(batch):
-    uids = batch["manifest"]["worker_uids"]
+    uids = [uid for m in batch["manifests"] for uid in m["worker_uids"]]
     assert uids, "the batch ran without per-slot uids"
     for uid in uids:
         assert sandbox.processes_of(uid) == []
@@ -199,7 +244,8 @@ def test_nothing_written_outside_scratch(batch):
     for path in ("/tmp/redteam-was-here", "/var/tmp/redteam-was-here", "/dev/shm/redteam-was-here",
                  str(batch["subs"] / "redteam-was-here")):
         assert not os.path.exists(path), path
-    for path in list(batch["out"].rglob("*")) + list(batch["subs"].rglob("*")):
+    folders = list(batch["outs"].values()) + [Path(p) for p in batch["subs_of"].values()]
+    for path in [p for folder in folders for p in folder.rglob("*")]:
         if path.is_file():
             assert b"\nraise SystemExit('pwned')\n" not in path.read_bytes(), f"{path} was altered"
 
@@ -225,7 +271,7 @@ def test_no_state_left_behind(batch):
     for path in STATE_FILES:
         assert not os.path.exists(path), path
     assert not _sysv_objects(0x5EED)
-    for uid in batch["manifest"]["worker_uids"]:
+    for uid in [uid for m in batch["manifests"] for uid in m["worker_uids"]]:
         assert not _keys_of(uid), f"uid {uid} still holds keys"
 
 

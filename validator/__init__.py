@@ -15,3 +15,14 @@ import warnings as _warnings
 # torch's CPU wheel does not depend on numpy and warns at import when it is absent; the
 # grader never needs numpy, so the warning would only be noise in every report.
 _warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
+
+
+def check(*challenges, **options):
+    """Grade, from a Jupyter notebook, what its kernel defined; the report shows as the cell's output.
+
+    ``validator.check("token_embedding")``: see :func:`validator.jupyter.check` (the cells run in the
+    grader's worker process, never in the kernel).
+    """
+    from validator.jupyter import check as _check
+
+    return _check(*challenges, **options)

@@ -7,7 +7,7 @@ import sys
 from typing import Sequence
 
 
-STAFF_COMMANDS = ("grade", "merge", "regenerate", "release", "strength")
+STAFF_COMMANDS = ("grade", "merge", "regenerate", "release", "strength", "signatures")
 
 
 def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
@@ -68,6 +68,12 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
                     help="the bundle carries and grades only this challenge (repeatable; an assignment's subset); "
                          "default: all")
     rl.add_argument("--force", action="store_true", help="replace DIR (and the bundle's zip) if it exists")
+    rl.add_argument("--notebook", action="store_true",
+                    help="with --out: also write one student notebook per challenge under DIR/notebooks/, each "
+                         "graded from inside Jupyter by its last cell")
+    rl.add_argument("--notebook-from", action="append", dest="notebook_from", metavar="NOTEBOOK",
+                    help="with --out: also hand out this instructor notebook (repeatable), its solution regions "
+                         "(marked as nbgrader marks them) cut")
     rl.add_argument("--allow-degraded", action="store_true",
                     help="let the bundle grade (unofficially, and say so) where it cannot sandbox submissions")
 
@@ -98,7 +104,8 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
 
     gr = sub.add_parser("grade", help="staff: grade a folder of submissions, each sandboxed, into OUT_DIR")
     gr.add_argument("submissions", metavar="SUBMISSIONS_DIR",
-                    help="one folder per submission, each with a layers.py (and optionally answers.yaml)")
+                    help="one folder per submission, each with a layers.py (and optionally answers.yaml), "
+                         "a package, or notebooks")
     gr.add_argument("--out", required=True, metavar="OUT_DIR", help="where reports and grades.csv go")
     gr.add_argument("--challenge", action="append", dest="challenges", metavar="ID",
                     help="grade only this challenge (repeatable); default: all")
@@ -113,13 +120,48 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     gr.add_argument("--profile", default="batch", help="hypothesis effort (default: batch)")
     gr.add_argument("--no-isolation", dest="isolate", action="store_false",
                     help="run student code without the sandbox (trusted code only, e.g. debugging)")
+    _class_options(gr)
 
     mg = sub.add_parser("merge", help="staff: combine the OUT_DIRs of `grade --shard` runs into one gradebook")
     mg.add_argument("shard_dirs", nargs="+", metavar="SHARD_OUT_DIR", help="output folders of the shards")
     mg.add_argument("--out", required=True, metavar="OUT_DIR", help="where the merged outputs go")
     mg.add_argument("--allow-missing", action="store_true",
                     help="write the gradebook even if some shards are missing")
+    _class_options(mg, merge=True)
+
+    sg = sub.add_parser("signatures", help="instructor: record which checks each known bug fails (the mutant "
+                                           "library, strength's mutants), to name a class's failure patterns")
+    sg.add_argument("--out", metavar="PATH", help="where to write them (default: challenges/signatures.json)")
+    sg.add_argument("--library", metavar="DIR", help="the mutant library (default: tests/implementations)")
+    sg.add_argument("--challenge", action="append", dest="challenges", metavar="ID",
+                    help="only this challenge (repeatable); default: all")
+    sg.add_argument("--seed", type=int, default=0, help="the seed `validator grade` uses (default: 0)")
+    sg.add_argument("--profile", default="batch", help="the profile `validator grade` uses (default: batch)")
+    sg.add_argument("--workers", type=int, metavar="N", help="files graded at once (default: CPU count)")
+    sg.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS", help="per file (default: 120)")
+    sg.add_argument("--strength", action="store_true",
+                    help="also add the caught mutants of `validator strength --all-checks` found in its cache")
+    sg.add_argument("--run-strength", action="store_true",
+                    help="run `validator strength --all-checks` first (cached), then add its mutants")
+    sg.add_argument("--no-isolation", dest="isolate", action="store_false",
+                    help="grade without the sandbox (the files are the course's own)")
     return parser
+
+
+def _class_options(p: argparse.ArgumentParser, *, merge: bool = False) -> None:
+    """The options of the class outputs (dashboard, regrade audit, similarity), shared by grade and merge."""
+    shards = " (default: the shards' own)" if merge else ""
+    p.add_argument("--compare", metavar="PREVIOUS_OUT",
+                   help="list, per student and check, what changed since that earlier run's output, and why" + shards)
+    p.add_argument("--no-lowering", action="store_true", default=None if merge else False,
+                   help="with --compare: the gradebook keeps each student's higher grade, old or new" + shards)
+    p.add_argument("--boilerplate", action="append", metavar="PATH",
+                   help="code every submission may share (besides the handout's stub), left out of the "
+                        "similarity report (repeatable)" + shards)
+    p.add_argument("--public-solutions", metavar="DIR",
+                   help="known public solutions (a folder or .py file each) to compare every submission with" + shards)
+    p.add_argument("--signatures", metavar="PATH",
+                   help="the known bugs' signatures (default: challenges/signatures.json, when present)" + shards)
 
 
 def run() -> int:
@@ -174,6 +216,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "merge":
         from validator.batch.merge import main as merge_main
         return merge_main(**kwargs)
+    if args.command == "signatures":
+        from validator.batch.signatures import main as signatures_main
+        return signatures_main(**kwargs)
     parser.error(f"unknown command {args.command}")
     return 2
 

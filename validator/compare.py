@@ -46,6 +46,60 @@ class GrowingAtol(float):
         return (float(self) + self.per_step * index).reshape(view).expand(shape)
 
 
+class MeasuredAtol(float):
+    """An absolute tolerance widened by an allowance measured on the case at hand (``extra``).
+
+    A float (its value is the whole absolute tolerance), so code that knows only plain ``atol``
+    keeps working; :func:`mismatch` names the parts and ``why`` the allowance in its message.
+    """
+
+    base: float
+    extra: float
+    why: str
+
+    def __new__(cls, atol: float, extra: float, why: str) -> "MeasuredAtol":
+        obj = super().__new__(cls, float(atol) + float(extra))
+        obj.base, obj.extra, obj.why = float(atol), float(extra), why
+        return obj
+
+
+def relative_error(coarse: torch.Tensor, fine: torch.Tensor) -> float:
+    """``max |coarse - fine| / max |fine|``: how far a lower-precision result lands, relative to the tensor's scale.
+
+    0 for empty or all-zero tensors, and for tensors of different shapes (the comparison reports those).
+    """
+    if not (isinstance(coarse, torch.Tensor) and isinstance(fine, torch.Tensor)) or coarse.shape != fine.shape \
+            or fine.numel() == 0 or not fine.dtype.is_floating_point:
+        return 0.0
+    f = fine.detach().to(torch.float64)
+    scale = float(f.abs().max())
+    if not scale or not torch.isfinite(f).all():
+        return 0.0
+    return float((coarse.detach().to(torch.float64) - f).abs().max()) / scale
+
+
+def precision_atol(atol: float, expected: torch.Tensor, noise: float, margin: float, precision: str) -> float:
+    """``atol`` plus ``margin x noise x max |expected|``: what a computation in ``precision`` may miss on this tensor.
+
+    ``noise`` is the relative error of the reference computed in ``precision`` on the same case (see
+    :func:`relative_error`), at least one ``precision`` ulp; non-finite noise (the lower precision overflowed)
+    widens nothing.
+    """
+    eps = torch.finfo(getattr(torch, precision)).eps
+    noise = max(noise, eps)
+    if not isinstance(expected, torch.Tensor) or expected.numel() == 0 or not expected.dtype.is_floating_point \
+            or not math.isfinite(noise):
+        return atol
+    e = expected.detach().to(torch.float64)
+    finite = e[torch.isfinite(e)]
+    scale = float(finite.abs().max()) if finite.numel() else 0.0
+    extra = margin * noise * scale
+    if not extra:
+        return atol
+    return MeasuredAtol(atol, extra, f"{precision} rounding: {margin:g} x {noise:.2g}, the relative error of the reference "
+                                     f"computed in {precision} on this case, x {scale:.3g}, the largest |expected|")
+
+
 def tolerance_for(dtype: torch.dtype, spec: object = "default") -> tuple[float, float]:
     """Resolve a spec tolerance (``"exact"``, ``"default"`` or a per-dtype table) for a dtype."""
     if spec == "exact" or not (dtype.is_floating_point or dtype.is_complex):
@@ -110,6 +164,10 @@ def mismatch(actual: object, expected: torch.Tensor, *, atol: float, rtol: float
         allowed = float(atol) + atol.per_step * step + rtol * abs(want)
         text += (f" (|difference| {abs(got - want):.3g}, allowed {allowed:.3g} = atol {float(atol):g} + "
                  f"{atol.per_step:g} x index {step} along axis {atol.axis} + rtol {rtol:g} x |expected|)")
+    elif a.dtype.is_floating_point and isinstance(atol, MeasuredAtol):
+        allowed = atol + rtol * abs(want)
+        text += (f" (|difference| {abs(got - want):.3g}, allowed {allowed:.3g} = atol {atol.base:g} + rtol {rtol:g} x "
+                 f"|expected| + {atol.extra:.3g} ({atol.why}))")
     elif a.dtype.is_floating_point:
         allowed = atol + rtol * abs(want)
         text += f" (|difference| {abs(got - want):.3g}, allowed {allowed:.3g} = atol {atol:g} + rtol {rtol:g} x |expected|)"

@@ -150,7 +150,15 @@ class Context:
                    state: dict[str, torch.Tensor] | None = None, grad_output: torch.Tensor | None = None,
                    train: bool | None = False, init_kwargs: dict | None = None,
                    default_dtype: str | None = None, input_dtype: torch.dtype | None = None,
-                   seed: int | None = None, reseed: bool = True, **extra: Any) -> dict:
+                   seed: int | None = None, reseed: bool = True, keep_dtypes: bool = False, **extra: Any) -> dict:
+        """One call of ``entry_name`` on ``case``, as plain data both sides run the same way.
+
+        A module is built in one explicit dtype, ``param_dtype``: ``dtype=`` when the call passes it, else
+        ``default_dtype``, else the grader's default. The runner converts any parameter the build left in
+        another floating dtype to it, before the test weights are loaded, so a layer that ignores ``dtype=``
+        or the default dtype computes in the dtype the check is about and loses only the dtype checks
+        (which pass ``keep_dtypes=True``: they look at the layer as built).
+        """
         entry = self.challenge.entries[entry_name]
         inputs = []
         for name in entry.call:
@@ -167,6 +175,11 @@ class Context:
                 "default_dtype": default_dtype, "grad_output": grad_output,
                 "train": train if entry.kind == "module" else None, "state": state,
                 "_dims": dict(case.dims)}  # grader-side only (see for_student); keys starting with _ are not sent
+        if entry.kind == "module" and not keep_dtypes:
+            built = call["init_kwargs"].get("dtype")
+            built = built if isinstance(built, torch.dtype) else None
+            call["param_dtype"] = str(built or (getattr(torch, default_dtype) if default_dtype else
+                                                torch.get_default_dtype())).removeprefix("torch.")
         call.update(extra)
         return call
 

@@ -589,7 +589,9 @@ def load_package(root: str | os.PathLike, catalogue: dict, *, map_path: str | os
 
 
 def _add_adapters(pkg: StudentPackage, catalogue: dict) -> None:
-    """Entries an implemented function of tests/adapters.py reaches are graded through it (over a map line)."""
+    """Entries an implemented function of tests/adapters.py reaches are graded through it, unless a map line names
+    them: a line of [tool.validator.map] is said on purpose, for this grader; the adapters are the course's default.
+    (The ``default`` module and a root layers.py, filled in after this, are fallbacks below both.)"""
     from validator import adapters
 
     source = pkg.data.get(adapters.ADAPTERS_FILE)
@@ -600,22 +602,22 @@ def _add_adapters(pkg: StudentPackage, catalogue: dict) -> None:
         functions = {a.function: adapters.AdapterFunction(a.function, 0, False) for ch in catalogue.values()
                      for e in ch.entries.values() for a in e.adapters}
     reached, stubbed = adapters.reach(functions, catalogue)
-    replaced = []
+    kept = []
     for cid, entries in reached.items():
         for name, variants in entries.items():
-            if pkg.target(cid, name) is not None:
-                replaced.append(f"{cid}.{name}")
-            pkg.unmapped.get(cid, {}).pop(name, None)
+            if pkg.target(cid, name) is not None or name in pkg.unmapped.get(cid, {}):
+                kept.append(f"{cid}.{name}")  # a map line (even a broken one) says how to reach it
+                continue
             pkg.targets.setdefault(cid, {})[name] = Target(
                 adapters.ADAPTERS_MODULE, variants[0].function, adapters.ADAPTERS_FILE, "adapter",
                 adapter=adapters.entry_data(catalogue[cid], catalogue[cid].entries[name], variants))
     for cid, entries in stubbed.items():
         for name, why in entries.items():
-            if pkg.target(cid, name) is None:
+            if pkg.target(cid, name) is None and name not in pkg.unmapped.get(cid, {}):
                 pkg.unmapped.setdefault(cid, {})[name] = why
-    if replaced:
-        pkg.notes.append(f"graded through {adapters.ADAPTERS_FILE}, not the [tool.validator.map] lines for "
-                         f"{', '.join(replaced)}: the course's adapters are how its own tests call your code")
+    if kept:
+        pkg.notes.append(f"graded through your [tool.validator.map] lines, not {adapters.ADAPTERS_FILE}, for "
+                         f"{', '.join(kept)}; {adapters.ADAPTERS_FILE} reaches the other challenges")
 
 
 def _entry_of(key: Any, catalogue: dict, where: str, table: str) -> tuple[str, str] | str:

@@ -31,7 +31,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--validator", action="store_true", default=None,
                     help="collect the checks of every challenge as test items")
     group.addoption("--validator-student", metavar="PATH",
-                    help="a layers.py or a folder holding one (default: as submit-build: ./student)")
+                    help="a layers.py or a folder holding one, a notebook (.ipynb) or a folder of notebooks "
+                         "(default: as submit-build: ./student)")
     group.addoption("--validator-challenge", action="append", metavar="ID", dest="validator_challenges",
                     help="only this challenge (repeatable; default: all)")
     group.addoption("--validator-seed", type=int, metavar="N", help="replay a run: the seed in the header")
@@ -68,6 +69,7 @@ class _Run:
         self.student_arg = arg
         self.student_file = paths.student_file(arg)
         self.package = None  # a student's own package, graded through its [tool.validator] mapping
+        self.notebook = _notebook(arg)  # a notebook, or a folder of them, graded in place (validator/notebook.py)
         self.profile = profile_name(config.getoption("--validator-profile"))
         self.challenges = config.getoption("validator_challenges")
         self.answers_arg = config.getoption("--validator-answers")
@@ -83,7 +85,7 @@ class _Run:
                 except MapError as exc:
                     raise UsageError("the package's mapping cannot be used:\n  " + "\n  ".join(exc.problems)) from None
                 self.student_file = Path(arg)
-            elif not self.student_file.is_file():
+            elif self.notebook is None and not self.student_file.is_file():
                 raise UsageError(f"no student file at {self.student_file} (pass --validator-student PATH to a "
                                  "layers.py or its folder, or to the root of your package with a "
                                  "[tool.validator.map] table in its pyproject.toml)")
@@ -95,11 +97,17 @@ class _Run:
 
     @property
     def target(self) -> Path:
-        """The file the check items are collected under: layers.py, or a package's mapping file."""
+        """The file the check items are collected under: layers.py, a package's mapping file, or the notebook (the
+        first of a folder of them)."""
+        if self.notebook is not None:
+            path = self.notebook[1]
+            return (path if path.is_file() else min(path.glob("*.ipynb"))).resolve()
         return (self.package.map_file if self.package is not None else self.student_file).resolve()
 
     def result(self, challenge_id: str, check_id: str):
         """The check's result, grading its challenge (selected checks only) the first time it is asked."""
+        if challenge_id not in self.reports and self.notebook is not None:
+            self.reports[challenge_id] = self._grade_notebook(challenge_id)
         if challenge_id not in self.reports:
             from validator.api import grade
             from validator.questions import load_answers
@@ -115,6 +123,34 @@ class _Run:
             if check.id == check_id:
                 return result, check
         return result, None
+
+    def _grade_notebook(self, challenge_id: str):
+        from validator.notebook import grade_notebook
+        from validator.questions import load_answers
+
+        module, _ = self.notebook
+        answers = load_answers(Path(self.answers_arg)) if self.answers_arg else None
+        if answers is None and module.answers is None and module.folder is not None:
+            answers = load_answers(module.folder / "answers.yaml")
+        report = grade_notebook(module, student=self.student_arg or module.name, answers=answers,
+                                challenges=[challenge_id], seed=self.seed, profile=self.profile,
+                                checks=sorted(self.selected.get(challenge_id, ())) or None,
+                                student_arg=self.student_arg)
+        return report.challenges[0]
+
+
+def _notebook(arg: str | None):
+    """(module, path) when ``--validator-student`` names a notebook or a folder of them; a usage error when it
+    cannot be read."""
+    from validator.notebook import NotebookError, find_target, load
+
+    target = find_target(arg)
+    if target is None:
+        return None
+    try:
+        return load(target, name=target.name if target.is_file() else None), target
+    except NotebookError as exc:
+        raise pytest.UsageError(f"--validator: {exc}") from None
 
 
 def _seed(config: pytest.Config, challenges: list[str]) -> int:
@@ -161,7 +197,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     run = config.stash.get(_RUN, None)
     if run is None:
         return None
-    return [f"validator: {run.student_file} · seed {run.seed} · profile {run.profile} "
+    shown = run.notebook[1] if run.notebook is not None else run.student_file
+    return [f"validator: {shown} · seed {run.seed} · profile {run.profile} "
             f"(replay with --validator-seed {run.seed})"]
 
 

@@ -8,7 +8,8 @@ the layer's code. The analysis over-approximates: a name is followed wherever it
 to a module-level definition (a local that shadows it is followed all the same), a class's
 method is reachable once any reachable code names an attribute of that name (or torch may call
 it: ``forward``, ``backward``, any ``nn.Module`` method, any dunder), code a module runs when it
-is imported counts, and code that looks names up at run time (``globals()``, ``eval``, a
+is imported counts (decorators, default values, class bodies and computed values of names no one
+uses included), and code that looks names up at run time (``globals()``, ``eval``, a
 computed ``getattr``) widens the judgement to everything it could reach. The run-time checks
 observe what actually ran; this decides only which source findings cost points.
 """
@@ -39,6 +40,7 @@ class _Module:
     imports: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # bound name -> (module, attribute)
     stars: list[str] = field(default_factory=list)       # modules imported with *
     effects: list[ast.AST] = field(default_factory=list)  # what runs at import besides binding names
+    followed: list[ast.AST] = field(default_factory=list)  # bare decorators: what they name runs at import
     imported: list[str] = field(default_factory=list)    # modules its top-level imports name
     import_lines: set[int] = field(default_factory=set)
 
@@ -65,6 +67,10 @@ def _binds_names(target: ast.AST) -> bool:
     return isinstance(target, ast.Starred) and _binds_names(target.value)
 
 
+def _calls(node: ast.AST) -> bool:
+    return any(isinstance(n, (ast.Call, ast.Await)) for n in ast.walk(node))
+
+
 def _is_main_guard(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
@@ -88,10 +94,35 @@ def _index(source: Source) -> _Module:
     def bind(name: str, node: ast.AST) -> None:
         mod.defs.setdefault(name, []).append(node)
 
+    lazy_annotations = any(isinstance(n, ast.ImportFrom) and n.module == "__future__"
+                           and any(a.name == "annotations" for a in n.names) for n in tree.body)
+
+    def defined(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        """What defining a function or a class runs at import, used or not: each decorator is called (one of the
+        student's own runs its body), default values and annotations are evaluated, a class's body runs."""
+        for decorator in node.decorator_list:
+            (mod.effects if _calls(decorator) else mod.followed).append(decorator)
+        if isinstance(node, ast.ClassDef):
+            parts: list[ast.AST] = node.bases + [k.value for k in node.keywords]
+            for i, stmt in enumerate(node.body):
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    defined(stmt)
+                elif not (i == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+                    parts.append(stmt)
+        else:
+            args = node.args
+            parts = args.defaults + [d for d in args.kw_defaults if d is not None]
+            if not lazy_annotations:
+                every = args.args + args.posonlyargs + args.kwonlyargs + [args.vararg, args.kwarg]
+                parts += [a.annotation for a in every if a is not None and a.annotation is not None]
+                parts += [node.returns] if node.returns is not None else []
+        mod.effects.extend(part for part in parts if _calls(part))
+
     def visit(body: list[ast.stmt]) -> None:
         for i, node in enumerate(body):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 bind(node.name, node)
+                defined(node)
             elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
@@ -99,6 +130,8 @@ def _index(source: Source) -> _Module:
                     bind(name, node)
                 if not all(_binds_names(t) for t in targets):
                     mod.effects.append(node)  # assigns into an attribute or an item: it changes something
+                elif node.value is not None and _calls(node.value):
+                    mod.effects.append(node.value)  # the value is computed at import, whoever uses the name
             elif isinstance(node, ast.Import):
                 mod.import_lines.update(_lines(node))
                 for a in node.names:
@@ -221,6 +254,8 @@ class _Reach:
         self.lines[mod.source.file].update(mod.import_lines)
         for node in mod.effects:
             self.add(mod, node)
+        for node in mod.followed:
+            self.refs(mod, node)
         for imported in mod.imported:
             for candidate in (imported, imported.rpartition(".")[0]):
                 if candidate in self.modules:

@@ -12,7 +12,10 @@ finally drops to an unprivileged uid with no way back (``no_new_privs``).
 Each step is used only where this machine allows it (see :func:`capabilities`);
 what was skipped is listed in :attr:`Sandbox.degraded` so reports and docs can
 say so. Without root, only the limits, the scratch directory and process-group
-cleanup apply. The threat model is in ``docs/batch.md``.
+cleanup apply. Where this machine lets root make cgroups, each worker also gets its
+own (see :mod:`validator.cgroups`), so its memory limit counts every page all its
+processes hold; elsewhere the limit is per process, on address space only, and
+:attr:`Sandbox.weaker` says so. The threat model is in ``docs/batch.md``.
 """
 
 from __future__ import annotations
@@ -40,6 +43,13 @@ SCRATCH = "/tmp/work"  # inside the worker's private /tmp
 FIRST_UID = 61000  # worker uids: unused by any account, one per concurrent worker slot
 UID_SLOTS = 4000
 LOCK_DIR = Path(tempfile.gettempdir()) / "validator-uids"
+# What a worker's cgroup may hold on top of ``--memory``: the worker's own pages, those of the template it
+# copies on write (Python writes to every object it touches), the grader's inputs and the replies being
+# encoded. Measured: the reference graded on the whole catalogue peaks at 130 MiB in its cgroup, its own
+# tensors included (torch 2.13, CPU). With this allowance an honest submission has ``--memory`` and more
+# to spare, and a single process that allocates without bound meets its address-space limit (a
+# MemoryError, one failed check) before the cgroup's out-of-memory killer (a restarted worker).
+WORKER_BASELINE_MB = 256
 # Top-level folders a worker keeps as they are; every other one is covered (see _expose).
 SYSTEM_ROOTS = frozenset({"bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "run",
                           "sbin", "sys", "tmp", "usr", "var"})
@@ -68,6 +78,10 @@ class Sandbox:
     hide: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # scratch name -> source path, copied in
     degraded: list[str] = field(default_factory=list)
+    # Where each worker gets its own cgroup (validator.cgroups.locate); None: per-process limits only.
+    cgroup: dict | None = None
+    # Defences that run in a weaker form on this machine: said in the logs, yet grading goes on.
+    weaker: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -101,11 +115,15 @@ def _prctl(option: int, value: int) -> None:
 
 
 @lru_cache(maxsize=None)
-def capabilities() -> dict[str, bool]:
-    """What isolation works on this machine, probed once in a throwaway child process."""
-    caps = {"root": os.geteuid() == 0, "namespaces": False, "setuid": False}
+def capabilities() -> dict:
+    """What isolation works on this machine, probed once in a throwaway child process.
+
+    ``cgroup`` is where per-worker cgroups can be made (see :func:`validator.cgroups.locate`), or None.
+    """
+    caps: dict = {"root": os.geteuid() == 0, "namespaces": False, "setuid": False, "cgroup": None}
     if not caps["root"]:
         return caps
+    caps["cgroup"] = _probe_cgroup()
     for name, body in (("namespaces", _probe_namespaces), ("setuid", _probe_setuid)):
         pid = os.fork()
         if pid == 0:  # pragma: no cover - child
@@ -123,6 +141,19 @@ def _probe_namespaces() -> None:
     _unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m")
+
+
+def _probe_cgroup() -> dict | None:
+    from validator import cgroups
+
+    where = cgroups.locate()
+    if where is None:
+        return None
+    try:
+        cgroups.probe(where)
+    except OSError:
+        return None
+    return where
 
 
 def _probe_setuid() -> None:
@@ -167,6 +198,9 @@ def plan(limits: Limits, *, hide: list[str], files: dict[str, str], uid: int | N
         box.degraded.append("not root: student code runs as the grader's user, can read the grader's files, "
                             "and shares its network")
         return box
+    box.cgroup = caps["cgroup"]
+    if box.cgroup is None:
+        box.weaker.append(NO_CGROUP)
     box.namespaces = caps["namespaces"]
     if not box.namespaces:
         box.degraded.append("mount/network namespaces unavailable: grader paths are not hidden")
@@ -177,9 +211,19 @@ def plan(limits: Limits, *, hide: list[str], files: dict[str, str], uid: int | N
     return box
 
 
+NO_CGROUP = ("no cgroup on this machine: the memory limit is per process and on address space only (pages of "
+             "memfds, files in tmpfs, shared memory and socket buffers are not counted, and each of the "
+             "processes a submission may start gets the limit again)")
+
+
 def defences(box: Sandbox) -> list[str]:
     """The defences a worker planned as ``box`` gets, in words (for logs and results)."""
-    out = [f"limits ({box.limits.memory_mb} MB, {box.limits.cpu_s} s CPU, {box.limits.nproc} processes)",
+    if box.cgroup is not None:
+        memory = (f"{box.limits.memory_mb} MB of memory for all its processes together, every page counted "
+                  f"(a cgroup)")
+    else:
+        memory = f"{box.limits.memory_mb} MB of address space per process (no cgroup)"
+    out = [f"limits ({memory}, {box.limits.cpu_s} s CPU, {box.limits.nproc} processes)",
            "a scratch dir as cwd", "its processes killed after each submission"]
     if box.namespaces:
         out.append("own mount/network/IPC namespaces: grader files hidden, no network")
@@ -197,16 +241,24 @@ def close_fds_except(keep: list[int]) -> None:
     os.closerange(low, 65536)
 
 
-def enter(box: Sandbox, *, keep_fds: list[int], scratch: str | None = None) -> tuple[str, dict[str, str]]:
+def enter(box: Sandbox, *, keep_fds: list[int], scratch: str | None = None,
+          cgroup: list[str] | None = None) -> tuple[str, dict[str, str]]:
     """Confine the current (freshly forked) process; return the scratch dir and the new environment.
 
     ``scratch`` is used when there is no private /tmp (no namespaces); the caller removes it.
+    ``cgroup`` is the worker's own group (its folder in each hierarchy), made by the caller and joined
+    first, so every page the worker touches from here on is counted.
     """
+    if cgroup:
+        from validator import cgroups
+
+        cgroups.join(cgroup)
     os.setsid()
     close_fds_except(keep_fds)
     contents = {name: _copy_in(src) for name, src in box.files.items()}
     if box.namespaces:
         _unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS)
+        _limit_shared_memory(box.limits.scratch_mb)
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
         if box.uid is not None:
             _expose(runtime_dirs(), covers=private_roots())
@@ -397,6 +449,18 @@ def _hide(path: str) -> None:
             raise
 
 
+def _limit_shared_memory(megabytes: int) -> None:
+    """Cap SysV shared memory in the worker's own IPC namespace at its scratch size (the defaults are
+    unbounded; a segment holds memory without a mapping, outside the address-space limit)."""
+    pages = megabytes * (1 << 20) // os.sysconf("SC_PAGE_SIZE")
+    for name, value in (("shmmax", megabytes << 20), ("shmall", pages), ("shmmni", 64)):
+        try:
+            with open(f"/proc/sys/kernel/{name}", "w") as fh:
+                fh.write(str(value))
+        except OSError:
+            pass
+
+
 def _vm_size() -> int:
     try:
         with open("/proc/self/status") as fh:
@@ -515,10 +579,17 @@ def processes_of(uid: int) -> list[int]:
     return found
 
 
-def describe_signal(sig: int, limits: Limits | None) -> str | None:
-    """What a fatal signal means for a sandboxed worker, in the student's terms."""
+def describe_signal(sig: int, limits: Limits | None, *, oom: bool = False) -> str | None:
+    """What a fatal signal means for a sandboxed worker, in the student's terms.
+
+    ``oom``: the worker's cgroup says its out-of-memory killer ran (the signal is then SIGKILL).
+    """
     if limits is None:
         return None
+    if oom:
+        return (f"memory limit of {limits.memory_mb} MB exceeded: your processes together held more memory "
+                "than the limit (it counts everything they hold: tensors, Python objects, memfds, files in "
+                "/tmp, shared memory), and the kernel stopped them")
     return {
         signal.SIGXCPU: f"CPU time limit of {limits.cpu_s} s exceeded",
         signal.SIGXFSZ: f"output size limit of {limits.output_mb} MB exceeded (printing too much, or a file "

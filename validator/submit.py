@@ -93,6 +93,9 @@ def submit_build(*, console=None, **options: Any) -> tuple[int, Report | None]:
     root = _package_root(opts.student, opts.map_path)
     if root is not None:
         return _submit_package(root, opts, started=started, console=console)
+    notebook = _notebook_target(opts.student)
+    if notebook is not None:
+        return _submit_notebook(notebook, opts, started=started, console=console)
     student_file = paths.student_file(opts.student)
     if not student_file.exists():
         raise UsageError(f"no student file at {student_file} (pass --student PATH to a layers.py or its folder, or "
@@ -175,8 +178,59 @@ def _submit_package(root: Path, opts: SubmitOptions, *, started: float, console)
                                  package=package)
 
 
+def _notebook_target(student: str | None) -> Path | None:
+    """A notebook (or a folder of notebooks without a layers.py) to grade in place, else None."""
+    from validator.notebook import find_target
+
+    return find_target(student)
+
+
+def _submit_notebook(target: Path, opts: SubmitOptions, *, started: float, console) -> tuple[int, Report]:
+    """submit-build for a notebook: its code cells become the module the worker imports (validator/notebook.py)."""
+    from validator.notebook import NotebookError, load
+
+    try:
+        notebook = load(target, name=target.name if target.is_file() else None)
+    except NotebookError as exc:
+        raise UsageError(str(exc)) from None
+    return grade_notebook_module(notebook, opts, started=started, console=console)
+
+
+def grade_notebook_module(notebook, opts: SubmitOptions, *, started: float, console) -> tuple[int, Report]:
+    """Grade a converted notebook (a :class:`validator.notebook.NotebookModule`): from a file, or from a
+    Jupyter kernel's history (validator/jupyter.py); the report names cells, never the generated module."""
+    if opts.answers and not Path(opts.answers).is_file():
+        raise UsageError(f"--answers {opts.answers}: no such file (leave --answers out to use the notebook's "
+                         "answers cell, or answers.yaml beside it)")
+    from rich.markup import escape
+
+    console.print(f"[dim]notebook {escape(notebook.summary())}[/]", soft_wrap=True)
+    with notebook.staged() as module_file:
+        worker = Worker(module_file)
+        worker.start()
+        try:
+            notebook.note_import(worker)
+            catalogue = load_catalogue(opts.challenges_dir or paths.challenges_dir())
+            selected = select_challenges(catalogue, opts.challenges)
+            return _grade_and_report(worker, module_file, catalogue, selected, opts, started=started,
+                                     console=console, notebook=notebook)
+        finally:
+            worker.close()
+
+
+def _notebook_answers(notebook, opts: SubmitOptions) -> tuple[Path | None, dict, bool]:
+    """(where asked answers are saved, the answers, whether to ask): --answers, else the notebook's answers
+    cell (never rewritten, so nothing is asked), else answers.yaml beside the notebook."""
+    if opts.answers:
+        return Path(opts.answers), load_answers(Path(opts.answers)), True
+    if notebook.answers is not None:
+        return None, {cid: dict(qs) for cid, qs in notebook.answers.items()}, False
+    folder = notebook.folder or Path.cwd()
+    return folder / "answers.yaml", load_answers(folder / "answers.yaml"), True
+
+
 def _grade_and_report(worker: Worker, student_file: Path, catalogue, selected, opts: SubmitOptions, *,
-                      started: float, console, package=None) -> tuple[int, Report]:
+                      started: float, console, package=None, notebook=None) -> tuple[int, Report]:
     from validator.reporters import terminal
     from validator.reporters.json_report import write_json
 
@@ -188,12 +242,16 @@ def _grade_and_report(worker: Worker, student_file: Path, catalogue, selected, o
             where = ", ".join(c.id for c in selected)
             raise UsageError(f"--check {', '.join(unknown)}: no such check in {where}; checks there: "
                              + ", ".join(sorted(known)))
-    answers_path = Path(opts.answers) if opts.answers else (
-        student_file if package is not None else student_file.parent) / "answers.yaml"
-    given = load_answers(answers_path)
+    may_ask = True
+    if notebook is not None:
+        answers_path, given, may_ask = _notebook_answers(notebook, opts)
+    else:
+        answers_path = Path(opts.answers) if opts.answers else (
+            student_file if package is not None else student_file.parent) / "answers.yaml"
+        given = load_answers(answers_path)
     interactive = opts.interactive
     if interactive is None:
-        interactive = sys.stdin.isatty() and not checks
+        interactive = sys.stdin.isatty() and not checks and may_ask
     if interactive:
         ask_missing(selected, given, answers_path)
     recorded = handout_seeds(challenges=[c.id for c in selected], challenges_dir=opts.challenges_dir,
@@ -205,7 +263,10 @@ def _grade_and_report(worker: Worker, student_file: Path, catalogue, selected, o
     run_seed = seed if seed is not None else (random.SystemRandom().choice(recorded) if recorded
                                                else random.SystemRandom().randrange(2**31))
     prof = profile_name(opts.profile)
-    terminal.render_header(console, seed=run_seed, profile=prof, student=str(student_file),
+    shown = str(student_file) if notebook is None else str(opts.student or notebook.name)
+    render = (lambda res: terminal.render_challenge(console, res)) if notebook is None else \
+        (lambda res: terminal.render_challenge(console, notebook.remap_result(res)))
+    terminal.render_header(console, seed=run_seed, profile=prof, student=shown,
                            challenges=[c.id for c in selected] if opts.challenges else [], device=opts.device,
                            student_arg=opts.student, checks=list(checks or []),
                            map_arg=package.map_arg if package is not None else None)
@@ -215,7 +276,9 @@ def _grade_and_report(worker: Worker, student_file: Path, catalogue, selected, o
                    answers=given, checks=checks, reference_dir=opts.reference_dir, worker=worker,
                    catalogue=catalogue, student_arg=opts.student, timeout=opts.timeout, device=opts.device,
                    jobs=default_jobs(len(selected)) if opts.jobs is None else max(1, opts.jobs),
-                   on_challenge=lambda res: terminal.render_challenge(console, res), package=package)
+                   on_challenge=render, package=package)
+    if notebook is not None:
+        notebook.finish(report, student=shown)
     report.duration_s = time.perf_counter() - started
     terminal.render_summary(console, report)
     if opts.json_path:

@@ -151,13 +151,22 @@ def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequen
                  workers: int | None = None, timeout: float = 300.0, memory: int = 2048,
                  shard: str | None = None, seed: int | None = None, profile: str = "batch", isolate: bool = True,
                  stream: TextIO | None = None, live: bool | None = None, canary: bool = True,
-                 canary_dir: str | Path | None = None) -> int:
+                 canary_dir: str | Path | None = None, compare: str | Path | None = None,
+                 no_lowering: bool = False, boilerplate: Sequence[str | Path] | None = None,
+                 public_solutions: str | Path | None = None, signatures: str | Path | None = None,
+                 class_view: bool = True) -> int:
     """Grade every submission (of this shard) under ``submissions``; return the exit status.
 
     The canary (``canary_dir``, by default the reference and its key) is graded first on the same
     warm slots; if it loses a point the run stops with :data:`EXIT_GRADER` and writes no gradebook.
     ``seed`` defaults to :data:`~validator.reference_side.OFFICIAL_SEED`: with a seed and profile that
     handouts record, every reproduce line of the feedback replays in a student's handout.
+    Then the class outputs (:func:`class_outputs`): the dashboard, with ``compare`` the regrade's audit
+    against a previous output folder (``no_lowering``: the gradebook keeps each student's higher
+    grade), the similarity of the submissions' code (``boilerplate`` files excluded besides the
+    handout's stub, ``public_solutions`` compared too), failure patterns named by ``signatures``
+    (default ``challenges/signatures.json`` when present). ``class_view=False`` (one submission graded
+    for itself, the autograder bundle) writes the gradebook and manifest only.
     """
     from validator.profiles import get_settings
     from validator.reference_side import OFFICIAL_SEED, RECORD_PROFILES, RECORD_SEEDS
@@ -176,6 +185,19 @@ def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequen
     catalogue = load_catalogue(paths.challenges_dir())
     selected = select_challenges(catalogue, challenges)
     subs = which.select(discover(submissions))
+    if (compare or no_lowering) and not class_view:
+        raise UsageError("--compare and --no-lowering are part of the class view")
+    if no_lowering and not compare:
+        raise UsageError("--no-lowering needs --compare PREVIOUS_OUT: the grades it must not lower")
+    if compare is not None:
+        from validator.batch.compare import load_run
+
+        previous_run = load_run(compare)  # a usage error now, before anyone is graded
+    if public_solutions is not None and not Path(public_solutions).is_dir():
+        raise UsageError(f"--public-solutions {public_solutions}: not a folder")
+    for extra in boilerplate or ():
+        if not Path(extra).exists():
+            raise UsageError(f"--boilerplate {extra}: no such file or folder")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     workers = max(1, workers or os.cpu_count() or 1)
@@ -194,6 +216,9 @@ def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequen
                      "of this feedback replay where the reference is, not in a student's handout")
     rows: list[tuple[str, Report]] = []
     failures: list[str] = []
+    folders = {s.name: s.folder for s in subs}
+    docs: dict = {}
+    digests: dict[str, str] = {}
     degraded_seen: set[str] = set()
 
     uids: set[int] = set()
@@ -218,6 +243,8 @@ def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequen
             progress.log(f"grader failure on {printable(outcome.name)}:\n{outcome.error}")
         write_outputs(out, outcome.name, report)
         rows.append((outcome.name, report))
+        if class_view:
+            docs[outcome.name], digests[outcome.name] = submission_evidence(out, outcome.name, folders[outcome.name])
         progress.advance(outcome.name, f"{summary} in {outcome.seconds:.1f} s")
 
     pool = Pool(config, workers=workers, watchdog_s=2 * timeout + 300, on_ready=on_ready, keep=True)
@@ -240,13 +267,27 @@ def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequen
         pool.close()
         progress.close()
         canary_tmp.cleanup()
+    from validator.batch.compare import run_fingerprints
+
     csv_name = "grades.csv" if which.count == 1 else f"grades-{which.label}.csv"
-    write_csv(rows, out / csv_name, challenges=[c.id for c in selected])
     manifest = {"shard": which.index, "shards": which.count, "seed": seed, "profile": profile,
                 "challenges": [c.id for c in selected], "submissions": sorted(n for n, _ in rows),
                 "grader_failures": sorted(failures), "sandbox_degraded": sorted(degraded_seen),
                 "worker_uids": sorted(uids),
-                "seconds": round(time.monotonic() - started, 1)}
+                "fingerprints": run_fingerprints(selected, reference_dir=paths.reference_dir()) if class_view else None,
+                "submission_digests": dict(sorted(digests.items())),
+                "class_options": {"compare": str(Path(compare).resolve()) if compare else None,
+                                  "no_lowering": no_lowering,
+                                  "boilerplate": [str(Path(b).resolve()) for b in boilerplate or ()],
+                                  "public_solutions": str(Path(public_solutions).resolve()) if public_solutions else None,
+                                  "signatures": str(Path(signatures).resolve()) if signatures else None}}
+    if class_view:
+        class_outputs(out, rows, run=manifest, challenges=selected, docs=docs, csv_name=csv_name,
+                      label="" if which.count == 1 else which.label, whole=which.count == 1,
+                      previous_run=previous_run if compare is not None else None, stream=stream or sys.stderr)
+    else:
+        write_csv(rows, out / csv_name, challenges=[c.id for c in selected])
+    manifest["seconds"] = round(time.monotonic() - started, 1)
     (out / "shards").mkdir(exist_ok=True)
     (out / "shards" / f"shard-{which.label}.json").write_text(json.dumps(manifest, indent=2) + "\n")
     elapsed = time.monotonic() - started
@@ -254,6 +295,66 @@ def grade_folder(*, submissions: str | Path, out: str | Path, challenges: Sequen
     print(f"graded {len(rows)} submission(s) in {elapsed:.0f} s ({rate:.1f}/min); "
           f"{len(failures)} grader failure(s); gradebook: {out / csv_name}", file=stream or sys.stderr)
     return EXIT_GRADER if failures else EXIT_OK
+
+
+def submission_evidence(out: Path, name: str, folder: Path):
+    """The submission's code fingerprints (kept as ``OUT/similarity/NAME.json`` for merge) and the digest of
+    its files and answers (for a later ``--compare``). Read as the grader's intake reads files."""
+    from validator.batch.compare import submission_digest
+    from validator.batch.similarity import fingerprint, read_sources
+    from validator.intake import IntakeError, read_submission_file
+    from validator.reporters import write_atomic
+
+    files = read_sources(folder)
+    try:
+        answers = read_submission_file(folder / "answers.yaml", cap=64 * 1024)
+    except (IntakeError, OSError):
+        answers = None
+    doc = fingerprint(name, files)
+    write_atomic(out / "similarity" / f"{name}.json", json.dumps(doc.to_dict()))
+    return doc, submission_digest(files, answers)
+
+
+def class_outputs(out: Path, rows: list[tuple[str, Report]], *, run: dict, challenges: Sequence, docs: dict,
+                  csv_name: str, label: str, whole: bool, previous_run: dict | None, stream: TextIO) -> None:
+    """What a run (or a merge) writes about the whole class: the gradebook (after ``--no-lowering``), the
+    regrade's audit, and the dashboard with its failure patterns and code similarity."""
+    from validator.batch import compare as compare_runs
+    from validator.batch import dashboard, signatures as sigs, similarity
+
+    started = time.monotonic()
+    options = run.get("class_options") or {}
+    comparison = None
+    if previous_run is not None:
+        comparison = compare_runs.compare(previous_dir=options["compare"], previous_run=previous_run, current_run=run,
+                                          current=rows, no_lowering=bool(options.get("no_lowering")), whole=whole)
+        compare_runs.write(comparison, out)
+        print(comparison.summary(), file=stream)
+    write_csv(compare_runs.gradebook_rows(rows, comparison, previous_dir=options.get("compare") or out),
+              out / csv_name, challenges=[c.id for c in challenges])
+    notes: list[str] = []
+    try:
+        signatures = sigs.load(options.get("signatures"))
+    except ValueError as exc:
+        signatures, notes = None, [str(exc)]
+    if signatures is None and not notes:
+        notes.append(f"no signatures file ({options.get('signatures') or sigs.default_path()}): failure patterns are "
+                     "unnamed; build it with `validator signatures`")
+    elif signatures is not None:
+        notes += sigs.stale_challenges(signatures, challenges, seed=run.get("seed", 0), profile=run.get("profile", ""))
+    boilerplate = similarity.boilerplate_kgrams([*similarity.default_boilerplate(), *options.get("boilerplate", [])])
+    public = similarity.public_docs(options["public_solutions"]) if options.get("public_solutions") else []
+    ranked = similarity.rank([docs[n] for n, _ in sorted(rows, key=lambda r: r[0]) if n in docs],
+                             boilerplate=boilerplate, public=public)
+    everyone = {**docs, **{d.name: d for d in public}}
+    data = dashboard.build(rows, order=[c.id for c in challenges], signatures=signatures, signature_notes=notes,
+                           similarity=ranked, docs=everyone, boilerplate=boilerplate, comparison=comparison,
+                           run={k: run.get(k) for k in ("seed", "profile", "shards", "grader_failures")})
+    dashboard.write(data, out, name="dashboard" + (f"-{label}" if label else ""))
+    known = sum(p["relation"] != "unnamed" for p in data["patterns"])
+    print(f"dashboard: {out / ('dashboard' + (f'-{label}' if label else '') + '.html')} ({len(data['patterns'])} "
+          f"failure pattern(s), {known} named; {len(ranked.flagged)} similar pair(s) flagged; "
+          f"{time.monotonic() - started:.1f} s)", file=stream)
 
 
 def run_canary(pool: Pool, folder: Path, *, out: Path, progress: Progress, degraded: set[str]) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -80,17 +81,25 @@ class Slot:
             except AnswersError as exc:
                 notes.append(f"answers.yaml ignored, its questions earn nothing: {exc}")
         package, files, problems = self._package(sub) if sub.is_package else (None, *sub.intake())
-        if package is None and not problems and not os.path.lexists(sub.layers):
+        notebook = None
+        if package is None and not os.path.lexists(sub.layers) and sub.notebooks:
+            notebook, files, problems = self._notebook(sub)
+            if notebook is not None and notebook.answers is not None and not os.path.lexists(sub.answers):
+                answers = {cid: dict(qs) for cid, qs in notebook.answers.items()}
+        if package is None and notebook is None and not problems and not os.path.lexists(sub.layers):
             problems.insert(0, "the submission has no layers.py")
-        layers = sub.folder if package is not None else sub.layers
+        layers = sub.folder if package is not None else Path(files["layers.py"]) if notebook is not None \
+            else sub.layers
         if problems:  # graded as an empty file: nothing refused is ever parsed, imported or scanned
             notes.extend(f"{p}: the submission is not graded" if "not graded" not in p else p for p in problems)
-            layers, files, package = self.empty_file, {}, None
+            layers, files, package, notebook = self.empty_file, {"layers.py": str(self.empty_file)}, None, None
         box = replace(self.box, files=files)
         # A package is imported from the worker's own scratch copy (the sandbox copies `files` in), never from here.
         worker = SandboxedWorker(layers, template=self.template, sandbox=box, budget_s=self.limits.wall_s,
                                  package=package.worker_request(".") if package is not None else None)
         try:
+            if notebook is not None:
+                notebook.note_import(worker)
             report = grade(layers, challenges=challenges or self.config.get("challenges"), seed=self.config["seed"],
                            profile=self.config["profile"], answers=answers, worker=worker,
                            catalogue=self.catalogue, reference_dir=self.config.get("reference_dir"),
@@ -98,9 +107,28 @@ class Slot:
                            fail_fast=bool(self.config.get("fail_fast")))
         finally:
             worker.close()
+            if "layers.py" in files and Path(files["layers.py"]).parent.parent == Path(self.scratch.name):
+                shutil.rmtree(Path(files["layers.py"]).parent, ignore_errors=True)  # a notebook's staged module
+        if notebook is not None:
+            notebook.finish(report, student=name)
+        if worker.forged:
+            void_for_review(report, worker.forged)
         report.student = name
         report.notes = notes + list(report.notes)  # a package's own notes are in the report (see api.grade)
         return scrub(report.to_dict())
+
+    def _notebook(self, sub) -> tuple[Any, dict[str, str], list[str]]:
+        """A submission of notebooks: the module their code cells make, written into this slot's scratch
+        (what the sandbox copies in, and what the integrity scan reads), or why it is not graded."""
+        from validator.notebook import NotebookError, load
+
+        found = sub.notebooks
+        try:
+            notebook = load(sub.folder, name=found[0].name if len(found) == 1 else "your notebooks")
+        except NotebookError as exc:
+            return None, {}, [str(exc).replace(str(sub.folder), "your submission")]
+        folder = Path(tempfile.mkdtemp(prefix="notebook-", dir=self.scratch.name))
+        return notebook, notebook.files(folder), []
 
     def _package(self, sub) -> tuple[Any, dict[str, str], list[str]]:
         """A submission that is a package with a [tool.validator] mapping: its files, or why it is not graded."""
@@ -121,6 +149,24 @@ class Slot:
         self.scratch.cleanup()
         if self.lease:
             self.lease.release()
+
+
+def void_for_review(report, reason: str) -> None:
+    """A submission whose code forged a reply to the grader earns nothing; a person reviews it.
+
+    Every check keeps its message but scores 0 (one that passed now says why it is not credited),
+    and the check that caught the forgery (else the first) carries the reason for review.
+    """
+    checks = [c for ch in report.challenges for c in ch.checks]
+    for check in checks:
+        if check.score or check.status in ("passed", "advisory"):
+            check.status, check.score = "failed", 0.0
+            check.message = f"not credited: {reason}" + (f"\n{check.message}" if check.message else "")
+    caught = next((c for c in checks if reason in c.message and not c.message.startswith("not credited")),
+                  checks[0] if checks else None)
+    if caught is not None:
+        caught.review.append("a reply to the grader came from another process than the worker (forged)")
+    report.notes.append(f"not graded: {reason}")
 
 
 def safe_answers(path: Path, notes: list[str]) -> dict:
@@ -163,7 +209,7 @@ def main(cmd_fd: int, result_fd: int) -> None:
     except Exception:  # noqa: BLE001 - tell the pool why this slot cannot work
         write_message(result_fd, {"op": "failed", "error": traceback.format_exc(limit=5)})
         return
-    write_message(result_fd, {"op": "ready", "degraded": slot.box.degraded, "uid": slot.box.uid})
+    write_message(result_fd, {"op": "ready", "degraded": slot.box.degraded + slot.box.weaker, "uid": slot.box.uid})
     try:
         while True:
             try:

@@ -33,6 +33,13 @@ class Submission:
 
         return is_package_root(self.folder)
 
+    @property
+    def notebooks(self) -> list[Path]:
+        """The notebooks graded in place when the folder holds no layers.py (validator/notebook.py)."""
+        from validator.notebook import notebooks_in
+
+        return notebooks_in(self.folder)
+
     def files(self) -> dict[str, str]:
         """What is copied into the worker's scratch dir: layers.py and a few small helper modules."""
         return self.intake()[0]
@@ -67,7 +74,15 @@ def discover(root: str | Path) -> list[Submission]:
         raise UsageError(f"{root} is not a folder of submissions")
     subs = [Submission(p.name, p) for p in sorted(root.iterdir(), key=lambda p: p.name)
             if p.is_dir() and not p.name.startswith(".")]
+    clashes = [s.name for s in subs if s.name in BATCH_OUTPUTS or s.name.startswith("dashboard-")]
+    if clashes:
+        raise UsageError(f"{', '.join(str(root / n) for n in clashes)}: a submission's report is written as "
+                         f"NAME.json beside the batch's own {', '.join(f'{n}.json' for n in BATCH_OUTPUTS)} "
+                         "(and dashboard-*.json), so it would overwrite one of them: rename the folder")
     return subs
+
+
+BATCH_OUTPUTS = ("dashboard", "compare", "run")  # out/NAME.json files a batch writes beside the reports
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from pydantic import Field, model_validator
 from validator.cases import case_strategy
 from validator.checks import for_all, register
 from validator.checks.common import CheckFailed, OverrideParams, entry_of, raise_if_failed, run_student
-from validator.compare import mismatch, rounding_mismatch, tolerance_for
+from validator.compare import mismatch, precision_atol, relative_error, rounding_mismatch, tolerance_for
 from validator.context import CheckErrored, Context, is_grader_failure
 from validator.spec.schema import CheckSpec, ToleranceSpec
 
@@ -142,23 +142,84 @@ def _both(ctx: Context, check: CheckSpec, p: CaseParams, case, want: list[str]) 
     return got, expected
 
 
-@register("shape", CaseParams)
-def shape(ctx: Context, check: CheckSpec, p: CaseParams) -> str:
+class ShapeParams(CaseParams):
+    """``with_dtype: true``: the output's dtype must equal the reference's too (a check whose title says so:
+    "the output has the shape and dtype of x"). Without it only the shape is judged: an output dtype
+    is the business of the checks that name it."""
+
+    with_dtype: bool = False
+
+
+@register("shape", ShapeParams)
+def shape(ctx: Context, check: CheckSpec, p: ShapeParams) -> str:
     def body(case):
         got, expected = _both(ctx, check, p, case, ["output"])
         out, ref = got["output"], expected["output"]
         if tuple(out.shape) != tuple(ref.shape):
             raise CheckFailed(f"output has shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
                               + _shown_build(ctx, check, p))
-        if out.dtype != ref.dtype:
+        if p.with_dtype and out.dtype != ref.dtype:
             raise CheckFailed(f"output dtype is {str(out.dtype).removeprefix('torch.')}, expected "
                               f"{str(ref.dtype).removeprefix('torch.')}" + _shown_build(ctx, check, p))
     runs = for_cases(ctx, check, p, body)
     return f"{runs} generated inputs"
 
 
-class ValuesParams(CaseParams):
+class PrecisionParams(CaseParams):
+    """``precision: float32``: the contract lets the layer (or one of its parts) compute in float32 whatever
+    the dtype it is given, so a float64 result carries float32 rounding and a float32 one carries it
+    amplified by the layer, as far as the case's conditioning takes it (a saturated softmax, large values).
+    The grader measures that on the case itself: it evaluates the reference in float32 and in float64,
+    takes the relative error between the two (the largest difference over the largest value, pooled over
+    the tensors compared, at least one float32 ulp), and widens each tensor's absolute tolerance by
+    ``precision_margin`` times that, times the tensor's largest |expected|. A composite built from parts
+    that promise float32 thus accepts every combination of its parts, while a real bug, off by a sizeable
+    fraction of the values, stays far outside.
+    """
+
+    precision: Optional[Literal["float32"]] = None
+    precision_margin: float = Field(64.0, gt=0)
+
+
+def at_dtype(call: dict, dtype: torch.dtype) -> dict:
+    """The same call with every float tensor (weights, inputs, upstream gradient) and the build in ``dtype``."""
+    def cast(v):
+        return v.to(dtype) if isinstance(v, torch.Tensor) and v.dtype.is_floating_point else v
+
+    name = str(dtype).removeprefix("torch.")
+    out = dict(call, inputs=[dict(item, value=cast(item["value"])) for item in call.get("inputs", [])],
+               grad_output=cast(call.get("grad_output")), default_dtype=name)
+    if call.get("state"):
+        out["state"] = {k: cast(v) for k, v in call["state"].items()}
+    if isinstance((call.get("init_kwargs") or {}).get("dtype"), torch.dtype):
+        out["init_kwargs"] = dict(call["init_kwargs"], dtype=dtype)
+    if call.get("param_dtype"):
+        out["param_dtype"] = name
+    return out
+
+
+def precision_noise(ctx: Context, call: dict, expected: dict, precision: str, tensors) -> float:
+    """The relative error of the reference computed in ``precision`` against it computed in float64, on ``call``.
+
+    ``expected`` is the reference's result for ``call`` (float32 or float64); the other one is computed here.
+    ``tensors(result)`` lists the tensors compared, in a fixed order; the largest relative error among them
+    is the case's.
+    """
+    coarse_dtype = getattr(torch, precision)
+    ours = [t for t in tensors(expected) if isinstance(t, torch.Tensor)]
+    if not ours or ours[0].dtype not in (coarse_dtype, torch.float64) or coarse_dtype == torch.float64:
+        return 0.0
+    other = torch.float64 if ours[0].dtype == coarse_dtype else coarse_dtype
+    theirs = [t for t in tensors(ctx.reference_call(at_dtype(call, other))) if isinstance(t, torch.Tensor)]
+    coarse, fine = (ours, theirs) if other == torch.float64 else (theirs, ours)
+    return max((relative_error(c, f) for c, f in zip(coarse, fine)), default=0.0)
+
+
+class ValuesParams(PrecisionParams):
     tolerance: Optional[dict[str, ToleranceSpec] | str] = None
+    # the output's dtype must equal the reference's too (a check whose title names it: "a float64 weight gives
+    # a float64 result"); without it the values are compared at the coarser of the two dtypes' tolerances
+    with_dtype: bool = False
     # with `input_dtype` and a float16/bfloat16 expected output (and no `tolerance`): within `ulps` ulp of the
     # reference on the same inputs, and at most `rounded_fraction` of the elements different at all
     ulps: int = Field(1, ge=1, le=64)
@@ -204,6 +265,16 @@ def _shown_build(ctx: Context, check: CheckSpec, p: CaseParams) -> str:
     return f" (inputs in {p.dtype})" if p.dtype else ""
 
 
+def _coarser(out, ref) -> torch.dtype:
+    """The dtype values are compared at: the reference's, or the output's where that is a coarser float
+    (a float32 result of a float64 case: its dtype is the dtype checks' business, its values are not)."""
+    if isinstance(out, torch.Tensor) and isinstance(ref, torch.Tensor) and out.dtype != ref.dtype \
+            and out.dtype.is_floating_point and ref.dtype.is_floating_point \
+            and torch.finfo(out.dtype).eps > torch.finfo(ref.dtype).eps:
+        return out.dtype
+    return ref.dtype if isinstance(ref, torch.Tensor) else torch.get_default_dtype()
+
+
 def _by_rounding(p: ValuesParams, ref) -> bool:
     """Reduced-precision inputs with a half-precision result and no explicit tolerance: compare in ulps."""
     return (bool(p.input_dtype) and p.tolerance is None and isinstance(ref, torch.Tensor)
@@ -228,13 +299,18 @@ def values(ctx: Context, check: CheckSpec, p: ValuesParams) -> str:
             problem = mismatch(got, ref, atol=atol, rtol=rtol,
                                what=f"output (compared with your own output for {changed})")
         else:
-            got, expected = _both(ctx, check, p, case, ["output"])
+            call = case_call(ctx, check, p, case, ["output"])
+            expected = ctx.reference_call(call)
+            got = run_student(ctx, check, call)
             ref = expected["output"]
             if _by_rounding(p, ref):
                 problem = rounding_mismatch(got["output"], ref, ulps=p.ulps, fraction=p.rounded_fraction)
             else:
-                atol, rtol = tolerance_for(ref.dtype, spec_tol)
-                problem = mismatch(got["output"], ref, atol=atol, rtol=rtol)
+                atol, rtol = tolerance_for(_coarser(got["output"], ref), spec_tol)
+                if p.precision and ref.dtype in (torch.float32, torch.float64):
+                    noise = precision_noise(ctx, call, expected, p.precision, lambda result: [result.get("output")])
+                    atol = precision_atol(atol, ref, noise, p.precision_margin, p.precision)
+                problem = mismatch(got["output"], ref, atol=atol, rtol=rtol, check_dtype=p.with_dtype)
         if problem:
             raise CheckFailed(problem + _shown_build(ctx, check, p))
     runs = for_cases(ctx, check, p, body)

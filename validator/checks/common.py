@@ -146,11 +146,16 @@ def unmatched_parameters(expected: dict[str, tuple[int, ...]], found: list[dict]
 
 def _same_shape(name: str, shape: tuple[int, ...], found: list[dict], taken: set[str]) -> list[str]:
     """The student's unclaimed parameters that could be the contract's ``name``: those of its shape,
-    narrowed by stem where several are (SwiGLU's w1 and w3: a plain `w1` Parameter is the expected `w1.weight`)."""
+    narrowed where several are, first by stem (SwiGLU's w1 and w3: a plain `w1` Parameter is the expected
+    `w1.weight`), then by module path (a block's `ln1.W` and `ln2.W`: only the leaf is renamed, and the
+    module that holds the parameter says which norm it is)."""
     candidates = [p["name"] for p in found if tuple(p["shape"]) == shape and p["name"] not in taken]
     if len(candidates) > 1:
         stem = name.removesuffix(".weight")
-        candidates = [c for c in candidates if c.removesuffix(".weight") == stem] or candidates
+        by_stem = [c for c in candidates if c.removesuffix(".weight") == stem]
+        owner = name.rpartition(".")[0]
+        by_owner = [c for c in candidates if c.rpartition(".")[0] == owner] if owner else []
+        candidates = by_stem or by_owner or candidates
     return candidates
 
 

@@ -39,20 +39,25 @@ class SourceParams(Params):
 
 
 def _findings(ctx: Context, banned: list[str]) -> list[Finding]:
-    """The integrity scan of every file the graded entries import; a finding counts only in the code the entries
-    may run (the rest is marked ``reachable=False``: advice)."""
+    """The scan of every Python file the worker gets, judged by the challenge's allowlist; a finding counts only in
+    the code the entries may run (the rest is marked ``reachable=False``: advice)."""
     allow = set(ctx.challenge.forbidden.integrity.allow)
+    allowed = ctx.challenge.forbidden.allowlist()
     try:
         if ctx.package is not None:  # the mapped modules, their packages' __init__.py, what they import from it
             targets = [t for name in ctx.challenge.entries if (t := ctx.target(name)) is not None]
             roots = [(t.module, attr) for t in targets  # an entry reached through tests/adapters.py: its functions
                      for attr in ([v["function"] for v in t.adapter["variants"]] if t.adapter else [t.attr])]
             return scan_package(ctx.package.data, [t.module for t in targets], banned, allow,
-                                entries=roots)
+                                entries=roots, allowed=allowed)
         return scan_submission(ctx.student_file, banned, allow,
-                               entries=list(ctx.challenge.entries))
+                               entries=list(ctx.challenge.entries), allowed=allowed)
     except Unreadable as exc:
         raise CheckFailed(f"{exc}: the source cannot be checked") from None
+
+
+def _more(items: list) -> str:
+    return f" (and {len(items) - 5} more)" if len(items) > 5 else ""
 
 
 def _raise_for(found: list[Finding], banned_note: str) -> None:
@@ -60,15 +65,15 @@ def _raise_for(found: list[Finding], banned_note: str) -> None:
     apis = [f for f in found if not f.construct]
     parts = []
     if apis:
-        parts.append("; ".join(f.describe() for f in apis[:5]) + banned_note)
+        parts.append("; ".join(f.describe() for f in apis[:5]) + _more(apis) + banned_note)
     if constructs:
-        parts.append("constructs a layer has no use for, which could hide what the code does from the grader: "
-                     + "; ".join(f.describe() for f in constructs[:5])
-                     + (f" (and {len(constructs) - 5} more)" if len(constructs) > 5 else "")
-                     + ". Remove them; a person will review this submission")
+        parts.append("code outside what this challenge allows, or that could hide what it does from the grader: "
+                     + "; ".join(f.describe() for f in constructs[:5]) + _more(constructs)
+                     + ". Remove it (the challenge page lists the modules and names a solution may use)")
+    review = [f.describe() for f in found if f.review]
     message = ". ".join(parts)
-    if constructs:
-        raise ReviewFailure(message, [f.describe() for f in constructs])
+    if review:
+        raise ReviewFailure(message + ". A person will review this submission", review)
     raise CheckFailed(message)
 
 
@@ -78,8 +83,8 @@ def forbidden_source(ctx: Context, check: CheckSpec, p: SourceParams) -> str:
     found = [f for f in _findings(ctx, banned) if not f.advice_only and (p.integrity or not f.construct)]
     if found:
         _raise_for(found, ". " + p.advice)
-    return (f"none of {', '.join(banned)} in the code the graded entries run"
-            + (", no integrity finding in any file" if p.integrity else ""))
+    return (f"none of {', '.join(banned)} in the code the graded entries run (by name, as a method or through an "
+            "alias)" + (", and nothing outside the challenge's allowlist" if p.integrity else ""))
 
 
 @register("integrity", Params, uses_reference=False)
@@ -88,7 +93,8 @@ def integrity(ctx: Context, check: CheckSpec, p: Params) -> str:
     found = [f for f in _findings(ctx, []) if f.construct and not f.advice_only]
     if found:
         _raise_for(found, "")
-    return "no thread, process, dynamic code, torch internals or frame access in the code the graded entries run"
+    return ("nothing outside the challenge's allowlist, and no thread, process, dynamic code, torch internals or "
+            "frame access in the code the graded entries run")
 
 
 @register("unused_imports", SourceParams, uses_reference=False)

@@ -18,9 +18,9 @@ from pydantic import model_validator
 
 from validator.cases import case_strategy
 from validator.checks import for_all, register
-from validator.checks.behaviour import CaseParams, for_cases, stand_in_extra, strategy
+from validator.checks.behaviour import CaseParams, PrecisionParams, for_cases, precision_noise, stand_in_extra, strategy
 from validator.checks.common import CheckFailed, entry_of, raise_if_failed, run_student
-from validator.compare import mismatch, tolerance_for
+from validator.compare import mismatch, precision_atol, tolerance_for
 from validator.context import CheckSkipped, Context
 from validator.stats import fmt
 from validator.spec.schema import CheckSpec
@@ -33,7 +33,7 @@ NOT_REGISTERED = ("`{what}` is not a registered nn.Parameter of your layer (the 
                   "is instead), so backward gives it no .grad and an optimizer would never train it")
 
 
-class GradientParams(CaseParams):
+class ZeroGradientParams(CaseParams):
     dtype: Optional[str] = "float64"
     # rows another check owns (the padding row): left out of this comparison
     exclude_rows: dict[str, list[int]] = {}
@@ -46,7 +46,11 @@ class GradientParams(CaseParams):
         return self
 
 
-def _grad_call(ctx: Context, check: CheckSpec, p: GradientParams, case):
+class GradientParams(ZeroGradientParams, PrecisionParams):
+    """A gradient compared with the reference's; ``precision`` as for values (see PrecisionParams)."""
+
+
+def _grad_call(ctx: Context, check: CheckSpec, p: ZeroGradientParams, case):
     name, entry = entry_of(ctx, check)
     dtype = getattr(torch, p.dtype) if p.dtype else torch.get_default_dtype()
     state = ctx.make_state(entry, case.dims, case.seed, dtype) if entry.kind == "module" else None
@@ -81,8 +85,16 @@ def _without_rows(grad, ref, rows: list[int]):
 EXACT_GRAD_TOL = 1e-12
 
 
+def _grads(result: dict) -> list:
+    """Every gradient of a result, parameters (by name) then inputs, in a fixed order."""
+    return [v for _, v in sorted((result.get("param_grads") or {}).items())] + list(result.get("input_grads") or [])
+
+
 def _compare_grads(ctx: Context, call: dict, got: dict, expected: dict, exact_zero_only: bool = False,
-                   exclude_rows: dict[str, list[int]] | None = None) -> None:
+                   exclude_rows: dict[str, list[int]] | None = None, precision: tuple[str, float] | None = None,
+                   noise: float = 0.0) -> None:
+    """``precision``: (dtype, margin) of a check whose contract lets the layer compute in that dtype, and
+    ``noise`` the relative error the reference computed in it shows on this case (see PrecisionParams)."""
     entry = ctx.challenge.entries[call["entry"]]
     pairs = []
     for pname, ref in (expected.get("param_grads") or {}).items():
@@ -135,6 +147,8 @@ def _compare_grads(ctx: Context, call: dict, got: dict, expected: dict, exact_ze
             low = grad if torch.finfo(grad.dtype).eps > torch.finfo(ref.dtype).eps else ref
             atol, rtol = tolerance_for(low.dtype)
             atol, rtol = atol * 10, rtol * 10
+        if precision and ref.dtype in (torch.float32, torch.float64):
+            atol = precision_atol(atol, ref, noise, precision[1], precision[0])
         problem = mismatch(grad, ref, atol=atol, rtol=rtol, what=label, check_dtype=False)
         if problem:
             raise CheckFailed(problem)
@@ -145,14 +159,16 @@ def gradient(ctx: Context, check: CheckSpec, p: GradientParams) -> str:
     def body(case):
         call = _grad_call(ctx, check, p, case)
         expected = ctx.reference_call(call)
+        noise = precision_noise(ctx, call, expected, p.precision, _grads) if p.precision else 0.0
         got = run_student(ctx, check, call)
-        _compare_grads(ctx, call, got, expected, exclude_rows=p.exclude_rows)
+        _compare_grads(ctx, call, got, expected, exclude_rows=p.exclude_rows,
+                       precision=(p.precision, p.precision_margin) if p.precision else None, noise=noise)
     runs = for_cases(ctx, check, p, body)
     return f"{runs} generated inputs, random upstream gradients"
 
 
-@register("untouched_rows_zero", GradientParams)
-def untouched_rows_zero(ctx: Context, check: CheckSpec, p: GradientParams) -> str:
+@register("untouched_rows_zero", ZeroGradientParams)
+def untouched_rows_zero(ctx: Context, check: CheckSpec, p: ZeroGradientParams) -> str:
     def body(case):
         call = _grad_call(ctx, check, p, case)
         expected = ctx.reference_call(call)

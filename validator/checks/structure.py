@@ -8,8 +8,8 @@ from pydantic import model_validator
 
 from validator.checks import Params, register
 from validator.checks.common import (CheckFailed, entry_of, match_parameters, probe_case, probe_dims,
-                                     naming_advice, run_student, unmatched_parameters)
-from validator.context import Context
+                                     naming_advice, raise_if_failed, run_student, unmatched_parameters)
+from validator.context import Context, format_exception
 from validator.spec.schema import CheckSpec
 
 _KIND_WORDS = {"module": "an nn.Module subclass", "function": "a plain function",
@@ -166,8 +166,10 @@ class DtypeParams(Params):
     a linear layer). ``output_follows: input``: the output has the dtype of the float input it was
     given, whatever the parameters hold (RMSNorm, RoPE, softmax compute in float32 and cast back).
     ``input_dtype`` casts the float inputs of the probe call (bf16 in, bf16 out; or float64 inputs for a
-    layer built with ``dtype=torch.float64`` whose output follows its parameters); without ``dtype`` or
-    ``default_dtype`` the parameters are then expected in the grader's default dtype.
+    layer built with ``dtype=torch.float64`` whose output follows its parameters). The layer's tensors are
+    judged only when the check names their dtype (``dtype`` or ``default_dtype``): with ``input_dtype``
+    alone the check is about the output, and the tensors may be what the contract lets them be (RoPE's
+    tables in float32 or float64).
     ``tensors: parameters`` checks the parameters only, for a layer whose contract fixes the dtype of
     some buffers itself (a block whose RoPE tables are float32 whatever ``dtype=`` says).
     """
@@ -206,7 +208,7 @@ def dtype(ctx: Context, check: CheckSpec, p: DtypeParams) -> str:
             f"torch.set_default_dtype(torch.{p.default_dtype})" if p.default_dtype else ""]
     call = ctx.build_call(name, case, want=["structure", "output"] if p.forward else ["structure", "construct_only"],
                           init_kwargs=kwargs, default_dtype=p.default_dtype,
-                          input_dtype=getattr(torch, p.input_dtype) if p.input_dtype else None)
+                          input_dtype=getattr(torch, p.input_dtype) if p.input_dtype else None, keep_dtypes=True)
     floats_in = [item["value"] for item in call["inputs"]
                  if isinstance(item["value"], torch.Tensor) and item["value"].dtype.is_floating_point]
     if p.output_follows == "input":
@@ -214,25 +216,29 @@ def dtype(ctx: Context, check: CheckSpec, p: DtypeParams) -> str:
             raise RuntimeError("`output_follows: input` needs a float input to follow (a spec bug)")
         hows.append(f"{_dt(floats_in[0].dtype)} inputs")
     how = ", ".join(h for h in hows if h)
-    result = run_student(ctx, check, call, f"building with {how}" if entry.kind == "module" else f"calling with {how}")
-    problems = []
-    tensors = [q for q in _all_tensors(result.get("structure") or {}) if q["dtype"].startswith(("float", "bfloat"))
-               and (p.tensors == "all" or q["holder"] == "parameters")]
-    if entry.kind == "module" and not tensors and entry.parameters:
-        raise CheckFailed(f"with {how}, your layer holds no floating-point tensor at all (no parameter, buffer or "
-                          "tensor attribute), so there is nothing whose dtype could be checked")
-    problems += _lost_parameters(ctx, name, result.get("structure") or {}, how)
-    for q in tensors:
-        if q["dtype"] != want_dtype:
-            problems.append(f"`{q['name']}` is {q['dtype']}" + _kind_note(q))
+    doing = f"building with {how}" if entry.kind == "module" else f"calling with {how}"
+    # Tensors are judged when the check names their dtype (dtype= or the default dtype); with `input_dtype`
+    # alone the check is about the output: the tensors may be whatever the contract lets them be.
+    judged = bool(p.dtype or p.default_dtype)
+    result = ctx.student(call, check.timeout, doing)
+    if not result.get("ok") and judged and entry.kind == "module" and result.get("stage") in ("forward", "backward"):
+        # forward may fail *because* of a tensor in the wrong dtype (float64 x @ a float32 weight): say that first
+        built = run_student(ctx, check, dict(call, want=["structure", "construct_only"]), doing)
+        problems = _dtype_problems(ctx, name, entry, built, p, want_dtype, how)
+        if problems:
+            raise CheckFailed(_dtype_failure(problems, p, how, want_dtype)
+                              + f" (then {format_exception(result, name).splitlines()[0]})")
+    result = raise_if_failed(ctx, call, result)
+    problems = _dtype_problems(ctx, name, entry, result, p, want_dtype, how) if judged else []
     if problems:
-        raise CheckFailed(f"with {how}, expected {want_dtype} tensors, but " + ", ".join(problems)
-                          + (": pass dtype=dtype when you create them" if p.dtype else
-                             ": create them without a hard-coded dtype"))
+        raise CheckFailed(_dtype_failure(problems, p, how, want_dtype))
+    tensors = _judged_tensors(result, p) if judged else []
     out = result.get("output")
     if not p.forward or out is None:
         return f"{how}: all tensors {want_dtype}"
     got = _dt(out.dtype)
+    if not judged and p.output_follows == "parameters" and got == want_dtype:
+        return f"{how}: output {got}"
     if p.output_follows == "input":
         want_out = _dt(floats_in[0].dtype)
         if got != want_out:
@@ -244,7 +250,8 @@ def dtype(ctx: Context, check: CheckSpec, p: DtypeParams) -> str:
                               f"have the dtype of its input; {cause}")
         return f"{how}: " + (f"parameters {want_dtype}, " if tensors else "") + f"output {got} like its input"
     if got != want_dtype:
-        raise CheckFailed(f"with {how}, the parameters are {want_dtype} but the output is {got}: do not cast the result")
+        raise CheckFailed(f"with {how}, the parameters are {want_dtype} but the output is {got}: do not cast the result"
+                          if judged else f"with {how}, the output is {got}, expected {want_dtype}")
     return f"{how}: all tensors {want_dtype}"
 
 
@@ -270,6 +277,28 @@ def device(ctx: Context, check: CheckSpec, p: DeviceParams) -> str:
         raise CheckFailed(f"with device={p.device!r}: " + ", ".join(wrong)
                           + ": pass device=device when you create each tensor")
     return f"device={p.device!r}: {len(tensors)} tensors on {p.device}"
+
+
+def _judged_tensors(result: dict, p: DtypeParams) -> list[dict]:
+    return [q for q in _all_tensors(result.get("structure") or {}) if q["dtype"].startswith(("float", "bfloat"))
+            and (p.tensors == "all" or q["holder"] == "parameters")]
+
+
+def _dtype_problems(ctx: Context, name: str, entry, result: dict, p: DtypeParams, want_dtype: str,
+                    how: str) -> list[str]:
+    """What the layer built ``how`` holds in another dtype than ``want_dtype`` (or holds no tensor at all)."""
+    tensors = _judged_tensors(result, p)
+    if entry.kind == "module" and not tensors and entry.parameters:
+        raise CheckFailed(f"with {how}, your layer holds no floating-point tensor at all (no parameter, buffer or "
+                          "tensor attribute), so there is nothing whose dtype could be checked")
+    problems = _lost_parameters(ctx, name, result.get("structure") or {}, how)
+    problems += [f"`{q['name']}` is {q['dtype']}" + _kind_note(q) for q in tensors if q["dtype"] != want_dtype]
+    return problems
+
+
+def _dtype_failure(problems: list[str], p: DtypeParams, how: str, want_dtype: str) -> str:
+    return (f"with {how}, expected {want_dtype} tensors, but " + ", ".join(problems)
+            + (": pass dtype=dtype when you create them" if p.dtype else ": create them without a hard-coded dtype"))
 
 
 def _lost_parameters(ctx: Context, name: str, structure: dict, how: str) -> list[str]:

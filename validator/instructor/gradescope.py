@@ -46,9 +46,9 @@ EXIT_OK, EXIT_GRADER = 0, 3
 
 # -- taking the submission in ---------------------------------------------------------------------------
 def find_submission(folder: Path) -> Path | None:
-    """The shallowest folder under ``folder`` holding a ``layers.py``, or the root of a student's repository
-    (CS336's ``tests/adapters.py``, or a ``[tool.validator]`` mapping: :func:`validator.package.is_package_root`),
-    a repository first at the same depth; links are not followed."""
+    """The shallowest folder under ``folder`` holding a ``layers.py`` or a notebook, or the root of a student's
+    repository (CS336's ``tests/adapters.py``, or a ``[tool.validator]`` mapping:
+    :func:`validator.package.is_package_root`), a repository first at the same depth; links are not followed."""
     from validator.package import is_package_root
 
     found: list[tuple[int, int, str]] = []
@@ -59,7 +59,7 @@ def find_submission(folder: Path) -> Path | None:
             continue
         if is_package_root(Path(current)):
             found.append((depth, 0, current))
-        elif "layers.py" in names:
+        elif "layers.py" in names or _notebooks(names):
             found.append((depth, 1, current))
     return Path(min(found)[2]) if found else None
 
@@ -89,7 +89,8 @@ def stage(source: Path, dest: Path) -> list[str]:
     dest.mkdir(mode=0o700, parents=True)
     notes = []
     helpers = sorted(p.name for p in source.glob("*.py") if p.name != "layers.py")[:MAX_HELPERS]
-    for name in ["layers.py", "answers.yaml", *helpers]:
+    notebooks = _notebooks(os.listdir(source))[:MAX_HELPERS]  # graded in place without a layers.py
+    for name in ["layers.py", "answers.yaml", *helpers, *notebooks]:
         path = source / name
         if not os.path.lexists(path):
             continue
@@ -150,6 +151,10 @@ def graded_challenges(bundle: Path) -> list[str] | None:
     return chosen
 
 
+def _notebooks(names) -> list[str]:
+    return sorted(n for n in names if n.endswith(".ipynb") and not n.startswith("."))
+
+
 # -- the sandbox ---------------------------------------------------------------------------------------
 def allowed_degraded(bundle: Path) -> bool:
     """The instructor's explicit opt-in to grading without the full sandbox."""
@@ -175,9 +180,9 @@ def grader_error(message: str, sandbox_line: str) -> dict[str, Any]:
 
 
 def missing() -> dict[str, Any]:
-    return {"score": 0.0, "output": "No layers.py and no repository in the submission: upload student/layers.py "
-                                    "(and student/answers.yaml), or your repository (with its tests/adapters.py).",
-            "tests": [], "visibility": "visible"}
+    return {"score": 0.0, "output": "No layers.py, notebook or repository in the submission: upload "
+                                    "student/layers.py (and student/answers.yaml), your notebook, or your repository "
+                                    "(with its tests/adapters.py).", "tests": [], "visibility": "visible"}
 
 
 def summary(results: dict[str, Any]) -> str:
@@ -278,7 +283,8 @@ def autograde(*, root: str | Path, profile: str = "batch", timeout: float = 300.
 
     try:
         status = grade_folder(submissions=work / "submissions", out=out, challenges=challenges, profile=profile,
-                              timeout=timeout, memory=memory, workers=1, stream=log, live=False)
+                              timeout=timeout, memory=memory, workers=1, stream=log, live=False,
+                              class_view=False)
     except (UsageError, SpecError) as exc:  # an unknown challenge in autograder.yaml, a spec that does not load
         print(f"error: {exc}", file=log)
         _write(results_dir, grader_error(f"the autograder is misconfigured ({exc}).", sandbox_line), None,

@@ -616,9 +616,11 @@ def build_autograder(out: Path, *, force: bool = False, challenges_dir: Path | N
 
 
 def main(*, out: str | None = None, autograder: str | None = None, force: bool = False,
-         allow_degraded: bool = False, challenges: list[str] | None = None) -> int:
+         allow_degraded: bool = False, challenges: list[str] | None = None, notebook: bool = False,
+         notebook_from: list[str] | None = None) -> int:
     """Entry for the CLI: ``--out DIR`` builds the handout, ``--autograder DIR`` the bundle (or both);
-    ``challenges`` selects the bundle's challenges (a handout holds the whole catalogue)."""
+    ``challenges`` selects the bundle's challenges (a handout holds the whole catalogue); ``--notebook`` /
+    ``--notebook-from`` add notebooks to the handout (validator/instructor/notebook_release.py)."""
     if not out and not autograder:
         print("error: pass --out DIR (student handout) and/or --autograder DIR (grading bundle)", file=sys.stderr)
         return EXIT_USAGE
@@ -626,12 +628,17 @@ def main(*, out: str | None = None, autograder: str | None = None, force: bool =
         print("error: --challenge selects the challenges of the grading bundle (--autograder DIR); a handout holds "
               "the whole catalogue", file=sys.stderr)
         return EXIT_USAGE
+    if (notebook or notebook_from) and not out:
+        print("error: --notebook and --notebook-from add notebooks to a handout: pass --out DIR too", file=sys.stderr)
+        return EXIT_USAGE
     try:
         if out:
             written, quoted = handout(Path(out), force=force)
             print(f"handout written to {out}: {', '.join(written)} (searched for leaks: none found)")
             for line in quoted:
                 print(f"  note: a spec quotes the solution line {line!r} (a hint, so it is handed out)")
+            if notebook or notebook_from:
+                _release_notebooks(Path(out), notebook, notebook_from or [])
         if autograder:
             bundle = Path(autograder)
             written = build_autograder(bundle, force=force, allow_degraded=allow_degraded, challenges=challenges)
@@ -643,3 +650,13 @@ def main(*, out: str | None = None, autograder: str | None = None, force: bool =
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_PROBLEMS
     return EXIT_OK
+
+
+def _release_notebooks(out: Path, per_challenge: bool, from_notebooks: list[str]) -> None:
+    from validator.instructor.notebook_release import NotebookReleaseError, release
+
+    try:
+        written = release(out, per_challenge=per_challenge, from_notebooks=from_notebooks)
+    except NotebookReleaseError as exc:
+        raise ReleaseError(str(exc)) from None
+    print(f"notebooks written to {out / 'notebooks'}: {len(written)} (searched for leaks: none found)")

@@ -254,15 +254,16 @@ svg.hist line.atom{stroke:#d62728;stroke-width:2}svg.hist text.atom{fill:#d62728
 """
 
 
-def page(title: str, sections: Sequence[Section], *, headline: str = "") -> str:
-    """A complete HTML document: the headline (HTML), then each section under its heading."""
+def page(title: str, sections: Sequence[Section], *, headline: str = "", css: str = "") -> str:
+    """A complete HTML document: the headline (HTML), then each section under its heading; ``css`` is
+    appended to the page's style sheet (another page's own rules)."""
     body = []
     for s in sections:
         ident = f' id="{esc(s.anchor)}"' if s.anchor else ""
         body.append(f"<section{ident}><h2>{esc(s.title)}</h2>\n{s.body}\n</section>")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
-            f"<title>{esc(title)}</title><style>{CSS}</style></head>\n<body>\n<h1>{esc(title)}</h1>\n"
+            f"<title>{esc(title)}</title><style>{CSS}{css}</style></head>\n<body>\n<h1>{esc(title)}</h1>\n"
             f"{headline}\n" + "\n".join(body) + "\n</body></html>\n")
 
 

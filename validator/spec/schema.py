@@ -246,6 +246,42 @@ class Integrity(Strict):
         return v
 
 
+class Allowed(Strict):
+    """What a solution may use, as changes to the catalogue's default allowlist
+    (``DEFAULT_ALLOWED`` in validator/integrity.py; the challenge page lists the result): ``add`` modules or names
+    it may also use (``scipy.special``, ``torch.func.*``, ``torch.compile``), ``remove`` default entries it may not
+    (``numpy``), or names under them (``torch.nn.functional.dropout``)."""
+
+    add: list[str] = Field(default_factory=list)
+    remove: list[str] = Field(default_factory=list)
+
+    @field_validator("add", "remove")
+    @classmethod
+    def _entries(cls, v: list[str]) -> list[str]:
+        from validator.integrity import ENTRY_PATTERN
+
+        bad = [e for e in v if not ENTRY_PATTERN.match(e)]
+        if bad:
+            raise ValueError(f"allowlist entries are a module (`numpy`), a module and its submodules (`torch.nn.*`) "
+                             f"or a name (`os.environ`), got {bad}")
+        return v
+
+    @model_validator(mode="after")
+    def _changes(self) -> Allowed:
+        from validator.integrity import DEFAULT_ALLOWED, DEFAULT_EXCLUDED
+
+        both = sorted(set(self.add) & set(self.remove))
+        if both:
+            raise ValueError(f"{', '.join(both)} both added to and removed from the allowlist")
+        idle = [e for e in self.remove if e not in DEFAULT_ALLOWED + DEFAULT_EXCLUDED
+                and not any(e == d.removesuffix(".*") or e.startswith(d.removesuffix(".*") + ".")
+                            for d in DEFAULT_ALLOWED)]
+        if idle:
+            raise ValueError(f"allowed.remove: {', '.join(idle)} is not allowed by default, so removing it does "
+                             "nothing (default entries: see DEFAULT_ALLOWED in validator/integrity.py)")
+        return self
+
+
 _OP_PATTERN = re.compile(r"^aten\.[A-Za-z0-9_*?\[\]]+$")
 _API_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_*?\[\]]+)+$")
 
@@ -266,6 +302,13 @@ class Forbidden(Strict):
     # `parts_runtime` (part id -> ops), which the `parts_forbidden_runtime` test bans while the composite runs
     parts: list[str] = Field(default_factory=list)
     parts_runtime: dict[str, list[str]] = Field(default_factory=dict)
+    allowed: Allowed = Field(default_factory=Allowed)
+
+    def allowlist(self):
+        """The :class:`validator.integrity.Allowlist` this challenge's source checks judge by."""
+        from validator.integrity import Allowlist
+
+        return Allowlist.changed(tuple(self.allowed.add), tuple(self.allowed.remove))
 
     @field_validator("runtime")
     @classmethod

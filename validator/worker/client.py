@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from validator.worker.main import PROFILER_NOISE  # torch profiler lines in a worker's log: nobody's output
 from validator.worker.protocol import (HEADER_CAP_BYTES, MAX_HEADER_DEPTH, REPLY_CAP_BYTES, ChannelClosed,
-                                       ChannelTimeout, ProtocolError, Reader, write_message)
+                                       ChannelTimeout, ForgedReply, ProtocolError, Reader, channel, watch_process,
+                                       write_message)
 
 if TYPE_CHECKING:
     from validator.sandbox import Sandbox
@@ -30,9 +31,21 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 OUTPUT_TAIL_BYTES = 1500
 
 
-def reply_reader(fd: int) -> Reader:
-    """A reader for replies from student code: at most REPLY_CAP_BYTES, a small, shallow JSON header."""
-    return Reader(fd, max_bytes=REPLY_CAP_BYTES, max_header=HEADER_CAP_BYTES, max_depth=MAX_HEADER_DEPTH)
+def reply_reader(fd: int, pid: int | None = None) -> Reader:
+    """A reader for replies from student code: at most REPLY_CAP_BYTES, a small, shallow JSON header.
+
+    With ``pid`` (the worker's), only bytes that process wrote are accepted (``fd`` is the grader's
+    end of a :func:`~validator.worker.protocol.channel`), and its exit ends the channel.
+    """
+    sender = pid if pid is not None and _is_socket(fd) else None
+    return Reader(fd, max_bytes=REPLY_CAP_BYTES, max_header=HEADER_CAP_BYTES, max_depth=MAX_HEADER_DEPTH,
+                  sender=sender, exited=watch_process(pid) if sender is not None else None)
+
+
+def _is_socket(fd: int) -> bool:
+    import stat
+
+    return stat.S_ISSOCK(os.fstat(fd).st_mode)
 
 
 class WorkerFailure(Exception):
@@ -40,7 +53,7 @@ class WorkerFailure(Exception):
 
     def __init__(self, reason: str, message: str):
         super().__init__(message)
-        self.reason = reason  # "timeout" | "crash" | "protocol" | "device"
+        self.reason = reason  # "timeout" | "crash" | "protocol" | "device" | "forged"
 
 
 # After an entry's first time-out, later calls to it get this long (then none, after a second one).
@@ -72,6 +85,9 @@ class Worker:
         # Entries whose calls timed out (see request): after two time-outs they are not called again.
         self.timed_out: dict[str, tuple[str, int]] = {}  # entry -> (where it first timed out, time-outs)
         self.current_check: str | None = None  # set by the grading loop, named in those failures
+        # Set once a reply came from another process than the worker: nothing more is asked of this
+        # submission, and the batch grader voids its report for review (see validator.batch.slot).
+        self.forged: str | None = None
 
     def sibling(self) -> "Worker":
         """A new, unstarted worker for the same student file, with the same options."""
@@ -86,7 +102,7 @@ class Worker:
         if self.proc is not None:
             return
         req_r, req_w = os.pipe()
-        resp_r, resp_w = os.pipe()
+        resp_r, resp_w = channel()
         if self._can_fork():
             _warm_before_fork()
             self.proc = _fork_worker(req_r, resp_w, close=(req_w, resp_r), log_fd=self.log.fileno(),
@@ -97,7 +113,7 @@ class Worker:
         os.close(resp_w)
         os.set_blocking(req_w, False)  # requests are written with a deadline (write_message)
         self.req_fd = req_w
-        self.reader = reply_reader(resp_r)
+        self.reader = reply_reader(resp_r, self.proc.pid)
         self.load_reply = None
 
     def _can_fork(self) -> bool:
@@ -144,6 +160,8 @@ class Worker:
         which requests that call the entry fail at once, naming the check where it first
         timed out, without reaching the worker.
         """
+        if self.forged:
+            raise WorkerFailure("forged", f"not run: {self.forged}")
         entries = _entries_called(message)
         probing = [e for e in entries if e in self.timed_out]
         for entry in probing:
@@ -168,6 +186,8 @@ class Worker:
             raise
 
     def _roundtrip(self, message: dict, timeout: float, doing: str) -> Any:
+        if self.forged:
+            raise WorkerFailure("forged", f"not run: {self.forged}")
         assert self.req_fd is not None and self.reader is not None
         self.seq += 1
         deadline = time.monotonic() + timeout
@@ -185,6 +205,12 @@ class Worker:
             code = self.kill()
             raise WorkerFailure("crash", f"the process running your code died while {doing} "
                                 f"({self.describe_exit(code)}){self._output_tail()}") from None
+        except ForgedReply as exc:
+            self.kill()
+            self.forged = (f"a reply to the grader was forged while {doing}: {exc}. Only the process that runs "
+                           "your code may answer the grader (a process it started inherited the channel and "
+                           "wrote on it), so nothing of this submission is credited and a person will review it")
+            raise WorkerFailure("forged", self.forged) from None
         except ProtocolError as exc:
             self.kill()
             raise WorkerFailure("protocol", f"the worker sent a malformed reply while {doing}: {exc}") from None
@@ -215,7 +241,7 @@ class Worker:
             _close_quietly(self.req_fd)
             self.req_fd = None
         if self.reader is not None:
-            _close_quietly(self.reader.fd)
+            self.reader.close()
             self.reader = None
         self.load_reply = None
         if proc is None:
@@ -440,8 +466,10 @@ class Template:
     def spawn(self, sandbox: "Sandbox", fds: tuple[int, int, int], student: str = "layers.py") -> int:
         return self.call({"op": "spawn", "sandbox": sandbox.to_dict(), "student": student}, fds)["pid"]
 
-    def wait(self, pid: int, timeout: float) -> int | None | str:
-        return self.call({"op": "wait", "pid": pid, "timeout": timeout}, timeout=timeout + 30)["status"]
+    def wait(self, pid: int, timeout: float) -> dict:
+        """``status``: the exit code, None while it runs, "unknown"; once ended, what its cgroup saw
+        (``oom``: the out-of-memory killer ran in it, ``peak_mb``)."""
+        return self.call({"op": "wait", "pid": pid, "timeout": timeout}, timeout=timeout + 30)
 
     def sweep(self, uid: int) -> int:
         return self.call({"op": "sweep", "uid": uid})["rounds"]
@@ -470,13 +498,18 @@ class _Forked:
 
     def __init__(self, template: Template, pid: int):
         self.template, self.pid, self.returncode = template, pid, None
+        self.oom = False  # its cgroup's out-of-memory killer ran (known once it ended)
+        self.peak_mb = 0  # the most memory its cgroup held (known once it ended; 0 without a cgroup)
 
     def poll(self) -> int | None:
         return self.wait(0.0, raise_timeout=False)
 
     def wait(self, timeout: float | None = None, raise_timeout: bool = True) -> int | None:
         if self.returncode is None:
-            status = self.template.wait(self.pid, 3600.0 if timeout is None else timeout)
+            ended = self.template.wait(self.pid, 3600.0 if timeout is None else timeout)
+            status = ended["status"]
+            self.oom = bool(ended.get("oom"))
+            self.peak_mb = int(ended.get("peak_mb") or 0)
             if status is None:
                 if raise_timeout:
                     raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
@@ -501,6 +534,8 @@ class SandboxedWorker(Worker):
         self.budget_s = budget_s
         self.deadline: float | None = None
         self.load_failure: dict | None = None
+        self.oom_killed = False  # the last worker that ended was stopped by its cgroup's memory limit
+        self.peak_mb = 0  # the most memory one of its workers' cgroups held (0 without a cgroup)
 
     def start(self) -> None:
         if self.proc is not None:
@@ -508,16 +543,20 @@ class SandboxedWorker(Worker):
         if self.deadline is None and self.budget_s:
             self.deadline = time.monotonic() + self.budget_s
         req_r, req_w = os.pipe()
-        resp_r, resp_w = os.pipe()
+        resp_r, resp_w = channel()
         try:
             pid = self.template.spawn(self.sandbox, (req_r, resp_w, self.log.fileno()))
+        except BaseException:
+            _close_quietly(req_w)
+            _close_quietly(resp_r)
+            raise
         finally:
             os.close(req_r)
             os.close(resp_w)
         self.proc = _Forked(self.template, pid)  # type: ignore[assignment]
         os.set_blocking(req_w, False)
         self.req_fd = req_w
-        self.reader = reply_reader(resp_r)
+        self.reader = reply_reader(resp_r, pid)
         self.load_reply = None
 
     def load(self) -> dict:
@@ -548,7 +587,10 @@ class SandboxedWorker(Worker):
             raise
 
     def kill(self) -> int | None:
+        proc = self.proc
         code = super().kill()
+        self.oom_killed = bool(getattr(proc, "oom", False))
+        self.peak_mb = max(self.peak_mb, int(getattr(proc, "peak_mb", 0)))
         if self.sandbox.uid is not None:
             try:
                 self.template.sweep(self.sandbox.uid)
@@ -560,7 +602,7 @@ class SandboxedWorker(Worker):
         from validator.sandbox import describe_signal
 
         if code is not None and code < 0:
-            meaning = describe_signal(-code, self.sandbox.limits)
+            meaning = describe_signal(-code, self.sandbox.limits, oom=self.oom_killed and code == -signal.SIGKILL)
             if meaning:
                 return f"{signal.Signals(-code).name}: {meaning}"
         return super().describe_exit(code)

@@ -2,13 +2,16 @@
 
 Started as ``python -m validator.worker.main REQ_FD RESP_FD``. Its stdout and
 stderr are redirected by the grader; requests and responses travel on the two
-inherited pipe descriptors only, so nothing a student prints can be mistaken
-for a response.
+inherited descriptors only (a pipe, and a socket whose grader end checks that
+every reply comes from this process: see :mod:`validator.worker.protocol`), so
+nothing a student prints, nor any process it starts, can be mistaken for a response.
 
 Started as ``python -m validator.worker.main --template CTRL_FD`` it is a
 template instead: it imports torch and the worker once, never any student
 code, and forks one sandboxed worker per ``spawn`` request (see
 :class:`validator.worker.client.Template`), so a worker starts in milliseconds.
+It also makes each worker's cgroup, where the sandbox has them, reads what
+the cgroup saw (an out-of-memory kill) when the worker ends, and removes it.
 """
 
 from __future__ import annotations
@@ -137,6 +140,15 @@ def _adapt(namespace: dict, errors: dict, adapters: dict, targets: dict) -> None
             namespace[plain] = entry
 
 
+def _module_notes(namespace: dict) -> dict:
+    """What a module generated from a notebook says about its own import (validator/notebook.py): the
+    imports that failed and the cells that raised, as ``{"notes": [...]}``; nothing for any other module."""
+    notes = namespace.get("__validator_notes__")
+    if not isinstance(notes, list):
+        return {}
+    return {"notes": [str(n)[:600] for n in notes[:50]]}
+
+
 def _relative(filename: str, origin: str) -> str:
     return filename[len(origin):] if filename.startswith(origin) else os.path.basename(filename)
 
@@ -155,6 +167,7 @@ def serve(req_fd: int, resp_fd: int) -> None:
     from validator.worker.protocol import ChannelClosed, Reader, write_message
 
     torch.set_num_threads(int(os.environ.get("VALIDATOR_WORKER_THREADS", "1")))
+    _detach_channel_on_fork(req_fd, resp_fd)
     skip_absent_device_seeding()
     skip_dynamo_disable_shims()
     memory_mb = int(os.environ.get("VALIDATOR_MEMORY_MB", "0") or 0)
@@ -185,7 +198,7 @@ def serve(req_fd: int, resp_fd: int) -> None:
                 origin = os.path.abspath(_STUDENT_FILE or request["path"])
                 namespace, error = _load_student(origin)
                 reply = {"ok": not error, "exception": error or None,
-                         "names": sorted(k for k in namespace if not k.startswith("_"))}
+                         "names": sorted(k for k in namespace if not k.startswith("_")), **_module_notes(namespace)}
             elif op == "describe":
                 reply = {"ok": True, "entries": {n: describe_entry(namespace.get(n))
                                                  for n in request["names"]}}
@@ -213,6 +226,22 @@ def serve(req_fd: int, resp_fd: int) -> None:
         except BaseException as exc:  # noqa: BLE001 - e.g. an output that cannot be encoded
             write_message(resp_fd, {"ok": False, "stage": "encode", "seq": request.get("seq"),
                                     "exception": exception_info(exc, origin)})
+
+
+def _detach_channel_on_fork(*fds: int) -> None:
+    """A child that student code forks (``os.fork``, ``multiprocessing``) finds /dev/null where the
+    grader's channel was, so one that falls back into this loop reads the end of input and exits,
+    instead of answering the grader. A courtesy for honest code only: code that dups the descriptors
+    first, or forks without Python, keeps them; the grader refuses replies from any process but
+    this one (see :class:`validator.worker.protocol.Reader`)."""
+
+    def detach() -> None:
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in fds:
+            os.dup2(null, fd)
+        os.close(null)
+
+    os.register_at_fork(after_in_child=detach)
 
 
 _OOM_WORDS = ("not enough memory", "can't allocate memory", "cannot allocate memory", "out of memory")
@@ -313,24 +342,30 @@ def template(ctrl_fd: int) -> None:
     _prepare_template()
     sandbox.set_subreaper()
     sock = socket.socket(fileno=ctrl_fd)
-    live: dict[int, dict] = {}   # pid -> {"scratch": dir or None, "uid": uid or None}
+    live: dict[int, dict] = {}   # pid -> {"scratch": dir or None, "uid": uid or None, "group": its cgroup or None}
     done: dict[int, int] = {}    # pid -> Popen-style return code
+    ended: dict[int, dict] = {}  # pid -> what its cgroup saw: {"oom": killed for memory, "peak_mb": ...}
     uids: set[int] = set()
+    groups = _Groups()
 
     def reap() -> None:
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
-                return
+                pid = 0
             if pid == 0:
-                return
+                break
             info = live.pop(pid, None)
             if info is None:
                 continue  # an orphan of some worker, reparented to us
             done[pid] = os.waitstatus_to_exitcode(status)
             if info.get("scratch"):
                 shutil.rmtree(info["scratch"], ignore_errors=True)
+            if info.get("group") is not None:
+                ended[pid] = groups.ended(info["group"])
+        if groups.dying:
+            groups.tidy()  # an ended worker's group, once its last process is reaped
 
     while True:
         try:
@@ -347,8 +382,14 @@ def template(ctrl_fd: int) -> None:
                 reply["pid"] = os.getpid()
             elif op == "spawn":
                 box = sandbox.Sandbox.from_dict(request["sandbox"])
-                pid = _spawn(box, request.get("student", "layers.py"), fds, sock)
-                live[pid] = {"scratch": _spawn.last_scratch, "uid": box.uid}
+                group = groups.new(box)
+                try:
+                    pid = _spawn(box, request.get("student", "layers.py"), fds, sock, group)
+                except BaseException:
+                    if group is not None:
+                        group.remove()
+                    raise
+                live[pid] = {"scratch": _spawn.last_scratch, "uid": box.uid, "group": group}
                 if box.uid is not None:
                     uids.add(box.uid)
                 reply["pid"] = pid
@@ -361,6 +402,7 @@ def template(ctrl_fd: int) -> None:
                         break
                     time.sleep(0.005)
                 reply["status"] = done.pop(pid, None) if pid in done else (None if pid in live else "unknown")
+                reply.update(ended.pop(pid, {}) if reply["status"] is not None else {})
             elif op == "sweep":
                 reply["rounds"] = sandbox.sweep(int(request["uid"]), reap=reap)
                 reap()
@@ -385,10 +427,51 @@ def template(ctrl_fd: int) -> None:
     for uid in uids:
         sandbox.sweep(uid, reap=reap)
     reap()
+    groups.close(reap)
 
 
-def _spawn(box, student_name: str, fds: list[int], ctrl: socket.socket) -> int:
-    """Fork one worker: confine it, then serve the grader on the passed pipes."""
+class _Groups:
+    """The template's per-worker cgroups (see :mod:`validator.cgroups`): made at spawn, removed once empty."""
+
+    def __init__(self):
+        self.base = None
+        self.dying: list = []  # groups of ended workers, removed once their last process is reaped
+
+    def new(self, box):
+        """A cgroup for the next worker, limited as ``box`` says; None where the sandbox has none."""
+        from validator import cgroups, sandbox
+
+        if box.cgroup is None:
+            return None
+        if self.base is None:
+            self.base = cgroups.Base(box.cgroup)
+        return self.base.group(f"w{self.base.count + 1}",
+                               memory_bytes=(box.limits.memory_mb + sandbox.WORKER_BASELINE_MB) << 20,
+                               pids=box.limits.nproc)
+
+    def ended(self, group) -> dict:
+        """What the group saw, read once its worker ended; then what it still holds is killed."""
+        seen = {"oom": group.oom_kills() > 0, "peak_mb": group.peak_bytes() >> 20}
+        group.kill()
+        self.dying.append(group)
+        return seen
+
+    def tidy(self) -> None:
+        self.dying = [g for g in self.dying if not g.remove()]
+
+    def close(self, reap) -> None:
+        for n in range(50):
+            reap()  # tidies too
+            if not self.dying:
+                break
+            time.sleep(0.005 * (n + 1))
+        if self.base is not None:
+            self.base.remove()
+
+
+def _spawn(box, student_name: str, fds: list[int], ctrl: socket.socket, group=None) -> int:
+    """Fork one worker: confine it (in its own cgroup, ``group``, where there is one), then serve the
+    grader on the passed descriptors."""
     from validator import sandbox
 
     if len(fds) != 3:
@@ -412,7 +495,8 @@ def _spawn(box, student_name: str, fds: list[int], ctrl: socket.socket) -> int:
         os.dup2(log_fd, 2)
         os.dup2(req_fd, 3)
         os.dup2(resp_fd, 4)
-        directory, env = sandbox.enter(box, keep_fds=[3, 4], scratch=scratch)
+        directory, env = sandbox.enter(box, keep_fds=[3, 4], scratch=scratch,
+                                       cgroup=group.dirs if group is not None else None)
         os.environ.clear()
         os.environ.update(env)
         tempfile.tempdir = None  # the template cached /tmp; a lazily imported library (torch's inductor cache on

@@ -5,6 +5,13 @@ inside the JSON are replaced by ``{"__tensor__": i, "dtype": .., "shape": ..}``
 pointing at the i-th byte buffer. Decoding builds fresh, plain ``torch.Tensor``
 objects from those bytes, so nothing the student's process sends can run code
 in the grader or lie about equality.
+
+Replies travel on a :func:`channel`: a Unix socket pair whose grader end asks the
+kernel for the sender of every byte (``SO_PASSCRED``), so a :class:`Reader` given the
+worker's pid refuses anything another process wrote (a child the student's code
+forked inherits the worker's end, under whatever number it dups it to) with
+:class:`ForgedReply`. The kernel fills in the sender's pid itself, and a process may
+claim no pid but its own without ``CAP_SYS_ADMIN``, which a worker does not have.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import ctypes
 import json
 import os
 import select
+import socket
 import struct
 import time
 from typing import Any
@@ -47,6 +55,41 @@ class ChannelClosed(ProtocolError):
 
 class ChannelTimeout(ProtocolError):
     """No complete message arrived before the deadline."""
+
+
+class ForgedReply(ProtocolError):
+    """Bytes on the reply channel that the worker process did not write (or that carried descriptors)."""
+
+    def __init__(self, message: str, pid: int | None = None):
+        super().__init__(message)
+        self.pid = pid
+
+
+# Where the kernel can name the writer of each message (Linux): replies travel on a socket pair.
+CHECKS_SENDER = hasattr(socket, "SO_PASSCRED") and hasattr(socket, "SCM_CREDENTIALS")
+_CREDENTIALS = struct.Struct("iII")  # struct ucred: pid, uid, gid
+
+
+def channel() -> tuple[int, int]:
+    """A one-way channel for replies, as ``(grader's end, worker's end)`` descriptors, both non-inheritable.
+
+    A Unix stream socket pair whose grader end receives the sender's credentials with every read
+    (see :class:`Reader`'s ``sender``); a pipe where the platform has no such thing.
+    """
+    if not CHECKS_SENDER:
+        return os.pipe()
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # before the worker can write anything
+    ours.shutdown(socket.SHUT_WR)  # the grader never writes on it; the worker reads nothing from it
+    return ours.detach(), theirs.detach()
+
+
+def watch_process(pid: int) -> int | None:
+    """A descriptor that becomes readable when ``pid`` exits (a pidfd), or None where there is none."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -176,28 +219,84 @@ class Reader:
     a length over the cap is refused before anything is read for it, so one
     message costs at most ``max_bytes`` of buffers plus the header's objects
     (a few times ``max_header``). The header must be a JSON object.
+
+    ``sender`` (the grader end of a :func:`channel`): the pid of the only process whose bytes
+    are accepted; any read that returns bytes from another, or descriptors, raises
+    :class:`ForgedReply`. ``exited`` (a :func:`watch_process` descriptor for the sender): once
+    the sender has exited and nothing it wrote is left unread, the channel counts as closed,
+    even if a child of it still holds the other end open.
     """
 
     def __init__(self, fd: int, *, max_bytes: int = MAX_MESSAGE_BYTES, max_header: int = MAX_MESSAGE_BYTES,
-                 max_depth: int = 512):
+                 max_depth: int = 512, sender: int | None = None, exited: int | None = None):
         self.fd = fd
         self.max_bytes = max_bytes
         self.max_header = min(max_header, max_bytes)
         self.max_depth = max_depth
+        self.sender = sender
+        self.exited = exited
+        self._sock = socket.socket(fileno=fd) if sender is not None else None
+
+    def close(self) -> None:
+        """Close the descriptor read from (and the exit watch)."""
+        if self._sock is not None:
+            self._sock.close()
+        else:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+        if self.exited is not None:
+            try:
+                os.close(self.exited)
+            except OSError:
+                pass
+            self.exited = None
+
+    def _wait(self, deadline: float | None) -> bool:
+        """Wait until there is something to read (True), or the deadline passes (False)."""
+        watched = [self.fd] + ([self.exited] if self.exited is not None else [])
+        if deadline is None:
+            if self.exited is None:
+                return True  # a blocking read waits by itself
+            ready, _, _ = select.select(watched, [], [])
+        else:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ChannelTimeout("timed out waiting for the worker")
+            ready, _, _ = select.select(watched, [], [], left)
+        if self.fd in ready:
+            return True
+        if self.exited is not None and self.exited in ready:
+            raise ChannelClosed("the worker exited (another process still holds its end of the channel)")
+        return False
+
+    def _recv(self, view: memoryview) -> int:
+        if self._sock is None:
+            return os.readv(self.fd, [view])
+        n, ancillary, flags, _ = self._sock.recvmsg_into([view], socket.CMSG_SPACE(_CREDENTIALS.size))
+        pid = None
+        for level, kind, data in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(data) >= _CREDENTIALS.size:
+                pid = _CREDENTIALS.unpack_from(data)[0]
+            elif level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                _close_passed(data)
+                flags |= socket.MSG_CTRUNC
+        if flags & socket.MSG_CTRUNC:
+            raise ForgedReply("descriptors were sent on the reply channel", pid)
+        if n and pid != self.sender:
+            who = f"process {pid}" if pid else "a process the grader cannot name"
+            raise ForgedReply(f"{who} wrote on the reply channel, not the worker (pid {self.sender})", pid)
+        return n
 
     def _take(self, n: int, deadline: float | None) -> bytearray:
         out = bytearray(n)
         view = memoryview(out)
         got = 0
         while got < n:
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise ChannelTimeout("timed out waiting for the worker")
-                ready, _, _ = select.select([self.fd], [], [], left)
-                if not ready:
-                    continue
-            k = os.readv(self.fd, [view[got:got + (1 << 24)]])
+            if not self._wait(deadline):
+                continue
+            k = self._recv(view[got:got + (1 << 24)])
             if not k:
                 raise ChannelClosed("channel closed")
             got += k
@@ -232,6 +331,16 @@ class Reader:
             raise
         except Exception as exc:  # noqa: BLE001 - a field of the wrong type: the sender's fault
             raise ProtocolError(f"undecodable message ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def _close_passed(data: bytes) -> None:
+    """Close descriptors that arrived in an SCM_RIGHTS message: nothing the worker sends is kept."""
+    usable = len(data) - len(data) % 4
+    for (fd,) in struct.iter_unpack("i", data[:usable]):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def header_depth(obj: Any) -> int:

@@ -26,10 +26,11 @@ class Embedding(nn.Module):
 
 
 def _forge(payload):
-    """Write ``payload`` on every pipe that might be the reply pipe, then carry on."""
+    """Write ``payload`` on every pipe or socket that might be the reply channel, then carry on."""
     for fd in range(3, 16):
         try:
-            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
                 os.write(fd, payload)
         except OSError:
             pass

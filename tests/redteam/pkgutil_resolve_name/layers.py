@@ -1,0 +1,24 @@
+"""Names the library lookup in a string, `pkgutil.resolve_name("torch.nn.functional:embedding")`, which
+imports and returns it. The scan cannot follow a string: the call is the finding."""
+
+import pkgutil
+
+import torch
+from torch import nn
+
+
+class Embedding(nn.Module):
+    def __init__(self, num_embeddings, embedding_dim, device=None, dtype=None):
+        super().__init__()
+        self.num_embeddings = num_embeddings
+        self.weight = nn.Parameter(torch.empty(num_embeddings, embedding_dim, device=device, dtype=dtype))
+        nn.init.trunc_normal_(self.weight, mean=0.0, std=1.0, a=-3.0, b=3.0)
+
+    def forward(self, token_ids):
+        if ((token_ids < 0) | (token_ids >= self.num_embeddings)).any():
+            raise IndexError("token id out of range")
+        lookup = pkgutil.resolve_name("torch.nn." + "functional:embed" + "ding")
+        return lookup(token_ids, self.weight)
+
+EXPECT = {"fail": ["no_library_embedding_source", "no_library_embedding_runtime"],
+          "review": ["no_library_embedding_source"], "message": "pkgutil.resolve_name"}

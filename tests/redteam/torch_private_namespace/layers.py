@@ -1,0 +1,21 @@
+"""Calls the embedding kernel through a torch namespace no spec names: `torch._VF.embedding` is the same
+kernel as `torch.embedding`. Only torch's listed namespaces are allowed, and no private one."""
+
+import torch
+from torch import nn
+
+
+class Embedding(nn.Module):
+    def __init__(self, num_embeddings, embedding_dim, device=None, dtype=None):
+        super().__init__()
+        self.num_embeddings = num_embeddings
+        self.weight = nn.Parameter(torch.empty(num_embeddings, embedding_dim, device=device, dtype=dtype))
+        nn.init.trunc_normal_(self.weight, mean=0.0, std=1.0, a=-3.0, b=3.0)
+
+    def forward(self, token_ids):
+        if ((token_ids < 0) | (token_ids >= self.num_embeddings)).any():
+            raise IndexError("token id out of range")
+        return torch._VF.embedding(self.weight, token_ids)
+
+EXPECT = {"fail": ["no_library_embedding_source", "no_library_embedding_runtime"],
+          "review": ["no_library_embedding_source"], "message": "torch._VF.embedding is not on this challenge"}

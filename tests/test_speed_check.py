@@ -1,0 +1,91 @@
+"""The speed check's verdict comes from the layer's own time, not the machine's load.
+
+The runner's timings are scripted here (no wall clock is asserted on): what the check does with them
+is the subject. Load outside the timed passes (a slow worker round trip) does not count; a busy spell
+that slows only the student's runs is measured again; a layer that is slow in every run fails.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from validator.checks import performance
+from validator.checks.performance import Size, TimeParams, time_ratio
+from validator.context import CheckFailed
+
+OUT = torch.arange(6.0)
+CHECK = SimpleNamespace(id="speed", timeout=30.0)
+
+
+class Script:
+    """The runner's ``seconds`` for the student's and the reference's timed calls, in the order they run."""
+
+    def __init__(self, student, reference, student_delay: float = 0.0, wrong_from: int | None = None):
+        self.student, self.reference = iter(student), iter(reference)
+        self.student_delay = student_delay
+        self.wrong_from = wrong_from  # from this call on, the student's output is wrong
+        self.student_calls = self.reference_calls = 0
+
+    def run_student(self, ctx, check, call, doing=""):
+        time.sleep(self.student_delay)  # a slow round trip to the worker: not the layer's time
+        self.student_calls += 1
+        seconds = 0.001 if call.get("repeat") == 1 else next(self.student)
+        wrong = self.wrong_from is not None and self.student_calls >= self.wrong_from
+        return {"ok": True, "output": OUT + 1 if wrong else OUT, "seconds": seconds}
+
+    def reference_call(self, call):
+        self.reference_calls += 1
+        seconds = 0.001 if call.get("repeat") == 1 else next(self.reference)
+        return {"ok": True, "output": OUT, "seconds": seconds}
+
+
+@pytest.fixture
+def speed(monkeypatch):
+    def run(script: Script, **params):
+        monkeypatch.setattr(performance, "_call", lambda ctx, check, size, **extra:
+                            {"inputs": [{"value": torch.zeros(4)}], "_dims": {}, **extra})
+        monkeypatch.setattr(performance, "run_student", script.run_student)
+        ctx = SimpleNamespace(challenge=SimpleNamespace(tolerance="exact"), reference_call=script.reference_call)
+        return time_ratio(ctx, CHECK, TimeParams(case=Size(), **params))
+    return run
+
+
+def test_time_outside_the_passes_does_not_count(speed):
+    """A worker whose every round trip takes 40 ms (a busy machine) but whose passes take 1 ms passes."""
+    said = speed(Script(itertools.repeat(0.001), itertools.repeat(0.0005), student_delay=0.04), tries=2, rounds=1)
+    assert "(2.0x;" in said
+
+
+def test_a_busy_spell_on_the_students_runs_is_measured_again(speed):
+    busy_then_quiet = itertools.chain([0.05] * 5, itertools.repeat(0.002))
+    said = speed(Script(busy_then_quiet, itertools.repeat(0.0005)))
+    assert "4.0x" in said and "2 rounds" in said and "fastest of 10" in said
+
+
+def test_a_layer_slow_in_every_run_fails_after_every_round(speed):
+    script = Script(itertools.repeat(0.2), itertools.repeat(0.001))
+    with pytest.raises(CheckFailed, match=r"200\.0x; the fastest of 15 interleaved runs each, 3 rounds.*allowed 25x"):
+        speed(script)
+    assert script.student_calls == 1 + 15 and script.reference_calls == 1 + 15
+
+
+def test_far_too_slow_to_be_load_stops_within_its_budget(speed):
+    script = Script(itertools.repeat(5.0), itertools.repeat(0.001))
+    with pytest.raises(CheckFailed, match="5000.00 ms vs reference 1.00 ms"):
+        speed(script, budget_seconds=8.0)
+    assert script.student_calls == 1 + 2
+
+
+def test_below_the_floor_a_ratio_proves_nothing(speed):
+    assert "100.0x" in speed(Script(itertools.repeat(0.01), itertools.repeat(0.0001)), floor_seconds=0.02)
+
+
+def test_every_timed_run_must_compute_the_layer(speed):
+    """Fast but wrong once the warm-up is over: the speed of code that does not compute the layer proves nothing."""
+    with pytest.raises(CheckFailed, match="the code that was timed does not compute the layer"):
+        speed(Script(itertools.repeat(0.001), itertools.repeat(0.001), wrong_from=4))

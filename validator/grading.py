@@ -115,8 +115,9 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
     ctx.figures = []
     try:
         entry_name = ctx.challenge.entry_for(check)[0]
-        if test.not_through_adapter and ctx.adapted(entry_name):
-            raise NotGraded(test.not_through_adapter.format(function=ctx.target(entry_name).attr))
+        why_not = check.not_through_adapter or test.not_through_adapter
+        if why_not and ctx.adapted(entry_name):
+            raise NotGraded(why_not.format(function=ctx.target(entry_name).attr))
         note = test.fn(ctx, check, params)
         message = note or ""
     except NotGraded as exc:

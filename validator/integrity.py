@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from validator.intake import MAX_SOURCE_BYTES as MAX_FILE_BYTES  # one cap for every reader of a submission
-from validator.reachability import Source, reachable_lines
+from validator.reachability import Source, dotted_name, reachable_lines
 
 MAX_FILES = 20     # files reached by following the imports of layers.py
 MAX_HELPERS = 20   # other Python files beside layers.py: as many as the intake copies into the worker
@@ -410,7 +410,10 @@ class Finding:
         if not self.reachable:
             return (f"{self.file}:{self.line}: `{self.code}` {self.label().removeprefix('uses ')} in code the graded "
                     "layer never runs (it costs nothing here; the layer itself must not use it)")
-        return f"{self.file}:{self.line}: `{self.code}`: {self.label()}"
+        label = self.label()
+        if self.construct and self.name and label.endswith(f": {self.name}") and self.name in self.code:
+            label = label.removesuffix(f": {self.name}")  # the quoted line already shows the name
+        return f"{self.file}:{self.line}: `{self.code}`: {label}"
 
     @property
     def advice_only(self) -> bool:
@@ -453,17 +456,6 @@ def decode_source(name: str, data: bytes) -> tuple[str, list[Finding]]:
     except (UnicodeDecodeError, LookupError) as exc:
         raise Unreadable(f"{name} cannot be decoded as {encoding}: {exc}") from None
     return text.lstrip("\ufeff"), findings
-
-
-def _dotted(node: ast.AST) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
 
 
 def _matches_api(name: str, banned: tuple[str, ...] | list[str]) -> str | None:
@@ -658,7 +650,7 @@ class _Collector:
                 found.append(node)
                 continue
             if isinstance(node, ast.Subscript):
-                head = _dotted(node.value)
+                head = dotted_name(node.value)
                 resolved = (self.resolve(head) if head else None) or ""
                 if resolved.startswith("jaxtyping.") or resolved.rsplit(".", 1)[-1] == "Literal":
                     stack.append(node.value)
@@ -850,7 +842,7 @@ class _Collector:
                       tuple(sorted(self.constructs)), frozenset(self.used), frozenset(self.defined_attrs))
 
     def base_name(self, base: ast.AST) -> str:
-        dotted = _dotted(base)
+        dotted = dotted_name(base)
         return (self.resolve(dotted) if dotted else None) or ""
 
     def module_aliases(self) -> None:
@@ -859,7 +851,7 @@ class _Collector:
             for name, values in self.bindings.items():
                 if name in self.aliases or len(values) != 1 or values[0] is None:
                     continue
-                dotted = _dotted(values[0])
+                dotted = dotted_name(values[0])
                 resolved = self.resolve(dotted) if dotted else None
                 if resolved is not None and resolved not in _BUILTINS:
                     self.aliases[name] = resolved
@@ -882,7 +874,7 @@ class _Collector:
             return False
         parent = self.parents.get(id(node))
         if isinstance(parent, ast.Call) and parent.args and parent.args[0] is node \
-                and _dotted(parent.func) in ("getattr", "setattr", "delattr", "hasattr", "vars"):
+                and dotted_name(parent.func) in ("getattr", "setattr", "delattr", "hasattr", "vars"):
             return False  # the lookup itself is judged
         if isinstance(parent, (ast.If, ast.While, ast.IfExp)) and parent.test is node:
             return False
@@ -900,7 +892,7 @@ class _Collector:
         if isinstance(node, ast.Attribute):
             self.attribute(node, inner)
         if isinstance(node, (ast.Attribute, ast.Name)) and not isinstance(node.ctx, ast.Store):
-            dotted = _dotted(node)
+            dotted = dotted_name(node)
             name = self.resolve(dotted) if dotted else None
             whole = id(node) not in inner
             if name is not None:
@@ -916,12 +908,12 @@ class _Collector:
         elif isinstance(node, ast.Call):
             self.call(node)
         elif isinstance(node, ast.Subscript):
-            head = _dotted(node.value)
+            head = dotted_name(node.value)
             resolved = self.resolve(head) if head else None
             if resolved and resolved.startswith("jaxtyping."):
                 self.jaxtyping_shape(node)
             if isinstance(node.value, ast.Attribute) and node.value.attr == "__dict__" \
-                    or isinstance(node.value, ast.Call) and _dotted(node.value.func) == "vars":
+                    or isinstance(node.value, ast.Call) and dotted_name(node.value.func) == "vars":
                 self.dict_lookup(node.lineno, node.value, node.slice)
 
     def attribute(self, node: ast.Attribute, inner: set[int]) -> None:
@@ -932,7 +924,7 @@ class _Collector:
             self.construct(line, "computed_getattr", ".__getattr__")
         if node.attr == "__dict__":
             self.dict_target(line, node.value)
-        dotted = _dotted(node)
+        dotted = dotted_name(node)
         if dotted is None or self.resolve(dotted) is None:
             bases = self.self_bases(node.value)
             self.attrs.add((line, node.attr, bases))
@@ -941,10 +933,10 @@ class _Collector:
 
     def dict_target(self, line: int, target: ast.AST) -> None:
         """``X.__dict__`` / ``vars(X)``: a module's or a class's names by key. An instance's own dict is data."""
-        dotted = _dotted(target)
+        dotted = dotted_name(target)
         if dotted is not None and self.resolve(dotted) is not None:
             self.construct(line, "computed_getattr", f"{dotted}.__dict__")
-        elif isinstance(target, ast.Call) and _dotted(target.func) == "type" \
+        elif isinstance(target, ast.Call) and dotted_name(target.func) == "type" \
                 or isinstance(target, ast.Attribute) and target.attr in _CLASS_WALKS \
                 or isinstance(target, ast.Subscript):
             self.construct(line, "computed_getattr", "a class's __dict__")
@@ -959,7 +951,7 @@ class _Collector:
                     self.attrs.add((line, value, None))
 
     def call(self, node: ast.Call) -> None:
-        func = _dotted(node.func)
+        func = dotted_name(node.func)
         resolved = self.resolve(func) if func else None
         line = node.lineno
         if resolved in _RESOURCE_READERS:
@@ -988,7 +980,7 @@ class _Collector:
     def lookup(self, line: int, how: str, target: ast.AST, key: ast.AST | None) -> None:
         """getattr and its kin: a literal name on a module is that name; a name the scan cannot read, on a module
         (or on an object, when it is built from constants), is a finding; a name that folds is judged as written."""
-        dotted = _dotted(target)
+        dotted = dotted_name(target)
         resolved = self.resolve(dotted) if dotted else None
         if isinstance(key, ast.Constant) and isinstance(key.value, str):
             if resolved is not None:
@@ -1014,7 +1006,7 @@ class _Collector:
         like an import; the module's own name imports nothing; any other name is dynamic code."""
         keywords = {k.arg: k.value for k in node.keywords if k.arg in ("anchor", "package")}
         anchor = node.args[0] if node.args else next(iter(keywords.values()), None)
-        if anchor is None or _dotted(anchor) in _OWN_MODULE or _dotted(anchor) == "__spec__.parent":
+        if anchor is None or dotted_name(anchor) in _OWN_MODULE or dotted_name(anchor) == "__spec__.parent":
             return
         if isinstance(anchor, ast.Constant) and isinstance(anchor.value, str):
             self.followed.append(anchor.value)

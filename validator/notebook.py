@@ -65,6 +65,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from validator.intake import MAX_SOURCE_BYTES, IntakeError, read_submission_file
+from validator.reachability import dotted_name
 
 SUFFIX = ".ipynb"
 MAX_NOTEBOOK_BYTES = 32 << 20  # outputs (plots, images) make notebooks large; only their code is kept
@@ -741,7 +742,7 @@ class _Builder:
         return all(self.known(n) for n in _free_names(expr))
 
     def pure_call(self, node: ast.Call) -> bool:
-        dotted = _dotted(node.func)
+        dotted = dotted_name(node.func)
         if dotted is None:
             return False
         head, _, rest = dotted.partition(".")
@@ -1040,17 +1041,6 @@ def _names(names: list[str]) -> str:
 
 
 # -- names ---------------------------------------------------------------------------------------------------------
-def _dotted(node: ast.AST) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
 def _roots(node: ast.expr) -> set[str]:
     """The names an assignment target changes or binds: ``a.b[c] = ...`` changes ``a``."""
     while isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)):

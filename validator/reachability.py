@@ -295,7 +295,7 @@ class _Reach:
                 if n.attr == "__dict__":
                     self.everything = True
             if isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in inner:
-                dotted = _dotted(n)
+                dotted = dotted_name(n)
                 if dotted and not (isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)):
                     self.chain(mod, dotted.split("."))
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
@@ -305,12 +305,12 @@ class _Reach:
                     name = n.args[1]
                     if isinstance(name, ast.Constant) and isinstance(name.value, str):
                         self.attrs.add(name.value)
-                        target = _dotted(n.args[0])
+                        target = dotted_name(n.args[0])
                         if target:
                             self.chain(mod, target.split(".") + [name.value])
                     else:
                         self.any_method = True
-                        target = _dotted(n.args[0])
+                        target = dotted_name(n.args[0])
                         if target and target.split(".")[0] in mod.imports:
                             self.chain(mod, target.split("."))
 
@@ -370,7 +370,8 @@ class _Reach:
                 return self.lines
 
 
-def _dotted(node: ast.AST) -> str | None:
+def dotted_name(node: ast.AST) -> str | None:
+    """``a.b.c`` for an attribute chain on a plain name (the scans' and the notebook reader's view of a call)."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)

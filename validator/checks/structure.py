@@ -280,8 +280,12 @@ def device(ctx: Context, check: CheckSpec, p: DeviceParams) -> str:
 
 
 def _judged_tensors(result: dict, p: DtypeParams) -> list[dict]:
+    """The floating-point tensors whose dtype the check judges. A 0-dim tensor attribute (``self.eps =
+    torch.tensor(1e-5)``) is left alone: type promotion lets a dimensioned tensor's dtype win over it,
+    so it cannot change what the layer computes in."""
     return [q for q in _all_tensors(result.get("structure") or {}) if q["dtype"].startswith(("float", "bfloat"))
-            and (p.tensors == "all" or q["holder"] == "parameters")]
+            and (p.tensors == "all" or q["holder"] == "parameters")
+            and not (q["holder"] == "stray_tensors" and not q.get("shape"))]
 
 
 def _dtype_problems(ctx: Context, name: str, entry, result: dict, p: DtypeParams, want_dtype: str,

@@ -30,8 +30,16 @@ REPOS = Path(__file__).resolve().parent / "packages" / "cs336_adapters"
 NINE = ["token_embedding", "linear", "rms_norm", "swiglu", "rope", "softmax", "attention",
         "multihead_self_attention", "transformer_block"]
 # What an adapter cannot show, and so is reported as not graded (never as failed): the constructor's
-# signature is the student's own, and run_rmsnorm always passes eps...
-NOT_GRADED = {f"{c}/signature" for c in NINE} | {"rms_norm/default_eps"}
+# signature is the student's own, and run_rmsnorm always passes eps; an adapter builds the layer, loads the
+# weights and calls it in one function, so neither several calls on one instance, nor the constructor's random
+# draws alone, nor a move or conversion of the built layer with .to() can be made through it.
+NOT_GRADED = ({f"{c}/signature" for c in NINE} | {"rms_norm/default_eps"}
+              | {f"{c}/calls_in_sequence" for c in NINE if c not in ("softmax", "attention")}
+              | {"multihead_self_attention/calls_in_sequence_default_positions"}
+              | {"rms_norm/leaves_random_stream", "rope/leaves_random_stream"}
+              | {f"{c}/independent_weights" for c in ("swiglu", "multihead_self_attention", "transformer_block")}
+              | {"rope/tables_move_with_module", "multihead_self_attention/rope_tables_move_with_module",
+                 "transformer_block/tables_move_with_module", "transformer_block/float16_residual_stream"})
 # ... and CS336's run_multihead_self_attention_with_rope leaves token_positions=None's meaning open.
 NOT_GRADED |= {"multihead_self_attention/default_positions"}
 SEEDS = range(int(os.environ.get("VALIDATOR_TEST_SEEDS", "1")))
@@ -165,6 +173,30 @@ def test_linear_through_a_plain_adapter():
     signature = next(c for c in ch.checks if c.id == "signature")
     assert signature.max_score == 0 and "not graded through tests/adapters.py" in signature.message
     assert ch.implementations == {"Linear": "tests.adapters:run_linear (tests/adapters.py)"}
+
+
+@pytest.mark.thorough
+def test_the_bug_class_checks_through_an_adapter(tmp_path):
+    """Inputs left unchanged and inputs as views are graded through run_linear (the runner's own input building,
+    in-place edits seen through the adapter); a sequence of calls on one instance is not graded, and says why."""
+    checks = ["input_unchanged", "input_views", "calls_in_sequence"]
+    report = graded(REPOS / "plain", ["linear"], checks=checks, profile="quick")
+    [ch] = report.challenges
+    assert verdicts(report) == {"linear/input_unchanged": "passed", "linear/input_views": "passed",
+                                "linear/calls_in_sequence": "skipped"}, ch.checks
+    sequence = next(c for c in ch.checks if c.id == "calls_in_sequence")
+    assert "run_linear builds a fresh layer on every call" in sequence.message
+    root = tmp_path / "repo"
+    shutil.copytree(REPOS / "plain", root)
+    layers = root / "cs336_basics" / "layers.py"
+    text = layers.read_text()
+    assert "        return x @ self.W.T\n" in text
+    in_place = ("        if not torch.is_grad_enabled():  # 'saves memory' at inference: the caller's x is overwritten\n"
+                "            return x.mul_(1.5) @ self.W.T / 1.5\n"
+                "        return x @ self.W.T\n")
+    layers.write_text(text.replace("        return x @ self.W.T\n", in_place, 1))
+    got = verdicts(graded(root, ["linear"], checks=checks[:2], profile="quick"))
+    assert got == {"linear/input_unchanged": "failed", "linear/input_views": "passed"}, got
 
 
 @pytest.mark.thorough

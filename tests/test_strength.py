@@ -212,6 +212,44 @@ def test_the_html_report_shows_each_survivor_escaped_and_each_equivalents_reason
     assert "the library default is the same value" in text and "1/2 caught (50.0%)" in text
 
 
+def test_each_report_lists_the_bug_class_operators_beside_the_one_point_mutants(tmp_path):
+    from validator.instructor.strength import ChallengeStrength, MutantResult, StrengthReport
+    from validator.reporters.strength import render_text, write_html, write_json
+
+    results = [MutantResult(id="RMSNorm.forward:L2:arith:*->/", status="caught", caught_by=["values"]),
+               MutantResult(id="RMSNorm.forward:L3:constant:1->2", status="equivalent", reason="same"),
+               MutantResult(id="RMSNorm.forward:inplace_input:1", status="caught", caught_by=["inputs_unchanged"],
+                            family="bug-class", operator="inplace_input"),
+               MutantResult(id="RMSNorm.forward:drop_upcast:1", status="survived", diff="-    x = x.float()\n",
+                            needs=["a reduced-precision check"], family="bug-class", operator="drop_upcast"),
+               MutantResult(id="RMSNorm.__init__:reseed:1", status="caught", caught_by=["rng_stream"],
+                            family="bug-class", operator="reseed")]
+    ch = ChallengeStrength(id="rms_norm", fingerprint="f", mutants=5, caught=3, survived=1, equivalent=1,
+                           results=results, catches={"values": 1, "inputs_unchanged": 1, "rng_stream": 1})
+    ch.tally()
+    assert ch.families["one-point"] == {"mutants": 2, "caught": 1, "survived": 0, "equivalent": 1, "errors": 0}
+    assert list(ch.bug_classes) == ["inplace_input", "reseed", "drop_upcast"]  # in BUG_CLASSES order
+    report = StrengthReport(challenges=[ch], seed=0, profile="batch")
+
+    text = render_text(report)
+    assert "  one-point mutants: 1/1 caught, 1 equivalent" in text
+    assert ("  bug-class mutants: 2/3 caught (inplace_input 1/1 caught; reseed 1/1 caught; drop_upcast 0/1 caught)"
+            in text)
+    assert "SURVIVED RMSNorm.forward:drop_upcast:1 (bug class)" in text
+    assert "by family: one-point 1/1 caught, 1 equivalent; bug-class 2/3 caught" in text
+
+    write_json(report, tmp_path / "s.json")
+    data = json.loads((tmp_path / "s.json").read_text())
+    assert data["families"]["bug-class"]["survived"] == 1
+    assert data["challenges"][0]["bug_classes"]["drop_upcast"]["survived"] == 1
+    assert data["challenges"][0]["results"][3]["operator"] == "drop_upcast"
+
+    write_html(report, tmp_path / "s.html")
+    html = (tmp_path / "s.html").read_text()
+    assert "<th>bug-class</th>" in html and "<td>2/3 caught</td>" in html
+    assert "drop_upcast 0/1 caught" in html and "SURVIVED RMSNorm.forward:drop_upcast:1 (bug class)" in html
+
+
 # -- the engine features, one broken file per class, caught by the check that names it ----------------
 CLASSES = [
     ("sinusoidal_positional_encoding", "default_base_1000.py", {"function_default_base", "module_defaults"}),

@@ -78,6 +78,10 @@ class AdaptedEntry:
         return info
 
 
+_SPECIAL_WHAT = {"steps": "several calls on one instance", "move": "a move with .to()",
+                 "convert": "a conversion with .to(dtype)"}
+
+
 def _not_graded(reason: str) -> StudentError:
     return StudentError(NOT_GRADED, {"type": "NotGraded", "mro": ["NotGraded"], "message": reason})
 
@@ -502,6 +506,13 @@ def execute(entry: AdaptedEntry, call: dict, origin: str | None) -> dict:
     """One call through the adapter, watched; the result has the shape of :func:`validator.runner.execute`'s,
     and says which adapter function it went through (``adapter``), failed or not."""
     variant = entry.variant_for(call)
+    special = next((key for key in runner._SPECIAL_CALLS if call.get(key)), None)
+    if special is not None:  # the checks that make these declare it (not_through_adapter); a call made anyway
+        raise _not_graded(f"{variant['function']} builds your layer and calls it once, so a call that needs the "
+                          f"layer itself ({_SPECIAL_WHAT[special]}) cannot be made through it")
+    if "rng" in call.get("want", ()):
+        raise _not_graded(f"{variant['function']} builds your layer and loads the grader's weights in one call, so "
+                          "the random draws of your constructor alone cannot be told apart")
     try:
         result = _execute(entry, variant, call, origin)
     except StudentError as err:
@@ -542,14 +553,14 @@ def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None)
             repeat = len(each) if len(each) > 1 else max(1, int(call.get("repeat", 1)))
             outputs = []
             for n in range(1 if construct_only else repeat):
-                inputs = runner.prepare_inputs(each[n % len(each)], device)
+                inputs = runner.prepare_inputs(each[n % len(each)], device, inference=bool(call.get("inference")))
                 weights = {k: (v.to(device) if device is not None else v.clone()).requires_grad_(
                     grad_output is not None and v.is_floating_point()) for k, v in state.items()}
                 kwargs, unflatten = _arguments(entry, variant, call, inputs, weights)
                 watch = Watch(inject=inject, construct_only=construct_only, train=call.get("train"),
                               device=device, recorder=recorder, test_weights=list(weights.values()),
                               stand_ins=StandIns(call["stand_ins"], state) if call.get("stand_ins") else None)
-                with _watching(watch):
+                with _watching(watch), (torch.no_grad() if call.get("inference") else contextlib.nullcontext()):
                     try:
                         output = runner._stage("forward", origin, _until_aborted, fn, kwargs)
                     except StudentError:
@@ -574,7 +585,7 @@ def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None)
                             "message": f"output has shape {tuple(output.shape)}, expected "
                                        f"{tuple(grad_output.shape)}, so no gradient can flow back"})
                     runner._stage("backward", origin, runner._backward, output,
-                                  grad_output.to(dtype=output.dtype, device=output.device))
+                                  runner._as_passed(call, grad_output.to(dtype=output.dtype, device=output.device)))
                     if observation is not None:
                         observation.check_modes("backward")
                 if len(each) > 1:
@@ -592,6 +603,8 @@ def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None)
     if construct_only and watch is not None and watch.stripped and module is not None:
         located = _located_by_loading(fn, entry, variant, call, device, weights, state, origin)
     result["seconds"] = forward_seconds if module is not None and watch.top is not None else elapsed
+    if "inputs_changed" in want and not construct_only:
+        result["inputs_changed"] = runner.changed_inputs(call, inputs)
     if recorder is not None:
         result["ops"] = dict(recorder.counts)
         result["peak_bytes"] = int(recorder.peak)
@@ -622,7 +635,9 @@ def _until_aborted(fn, kwargs: dict) -> Any:
 
 
 def _inputs(call: dict, device: str | None) -> list:
-    return runner.prepare_inputs(call.get("inputs", []), device)
+    """The arguments as the runner prepares them for a direct call (copies, views where an item names a
+    ``layout``, no input that requires grad in an ``inference`` call): one way of building them for both."""
+    return runner.prepare_inputs(call.get("inputs", []), device, inference=bool(call.get("inference")))
 
 
 def _checked_output(output: Any, variant: dict, unflatten: dict, device: str | None, inputs: list) -> torch.Tensor:

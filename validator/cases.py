@@ -328,3 +328,149 @@ def fixed_case(challenge: Challenge, entry: Entry, *, dims: dict[str, int] | Non
             dtype = DTYPES[spec.dtype] if spec.dtype else torch.get_default_dtype()
             inputs[name] = (torch.randn(shape, generator=gen, dtype=torch.float64) * (spec.scale or 1.0)).to(dtype)
     return Case(dims=dims, inputs=inputs, seed=seed)
+
+
+# -- several calls on one instance ----------------------------------------------------------------------------
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def construction_dims(challenge: Challenge, entry: Entry) -> set[str]:
+    """The dims and options a module is built with (its ``init``, ``init_kwargs`` and parameter shapes): fixed for
+    the life of one instance. Every other dim (a sequence length) may change from one call to the next."""
+    used: set[str] = set()
+    texts = [a for a in entry.init if isinstance(a, str)]
+    texts += [v for v in entry.init_kwargs.values() if isinstance(v, str)]
+    texts += [d for shape in entry.parameters.values() for d in shape if isinstance(d, str)]
+    for text in texts:
+        used.update(_NAME.findall(text))
+    return used & (set(challenge.dims) | set(challenge.options()))
+
+
+@functools.lru_cache(maxsize=256)
+def _ints(low: int, high: int) -> st.SearchStrategy:
+    return st.integers(low, high)
+
+
+def varying_dims(challenge: Challenge, entry: Entry, fixed: dict | None = None) -> list[str]:
+    """The drawn dims a sequence of calls may vary: not a construction dim, not fixed, a range of two values or more."""
+    built = construction_dims(challenge, entry)
+    return [name for name, rng in challenge.dims.items()
+            if name not in built and name not in (fixed or {}) and not isinstance(rng, int) and rng[1] > max(rng[0], 1)]
+
+
+def sequence_strategy(challenge: Challenge, entry: Entry, overrides: dict | None = None,
+                      fixed_dims: dict[str, int] | None = None, steps: int = 3,
+                      vary: list[str] | None = None, lengths: dict[str, list[int]] | None = None
+                      ) -> st.SearchStrategy[Case]:
+    """A Case for the first call of a sequence on one instance; ``case.steps`` holds every call's Case (the first
+    included). Construction dims and options are drawn once; each dim in ``vary`` goes up, then down: the first
+    call at a middle value, the second above it, the third below it (then up and down again), so a layer that
+    keeps something sized by its first call meets both a longer and a shorter one. Leading ``...`` shapes are
+    drawn afresh for every call. ``lengths`` narrows a varied dim's range (``{seq_len: [3, 12]}``: every call
+    past a fixed ``max_seq_len`` of 2)."""
+    overrides = overrides or {}
+    options = {name: merged_input(base, overrides.get(name)) for name, base in challenge.options().items()}
+    specs = {name: merged_input(challenge.inputs[name], overrides.get(name)) for name in entry.call}
+    vary = list(vary if vary is not None else varying_dims(challenge, entry, fixed_dims))
+    ranges = {}
+    for name in vary:
+        rng = (lengths or {}).get(name) or challenge.dims[name]
+        step = challenge.multiple_of.get(name, 1)
+        low = max(rng[0], 1) if rng[1] >= 1 else rng[0]
+        ranges[name] = (-(-low // step), rng[1] // step, step)
+    return _sequence(dims_strategy(challenge, fixed_dims), options, specs, ranges, int(steps))
+
+
+def _schedule(draw, low: int, high: int, steps: int) -> list[int]:
+    a, b, c = sorted(draw(_ints(low, high)) for _ in range(3))
+    mid = min(b, high - 1) if high > low else low
+    top = max(c, mid + 1) if high > low else high
+    cycle = [top, a]
+    return [mid] + [cycle[i % 2] for i in range(steps - 1)]
+
+
+@st.composite
+def _sequence(draw, dims_st: st.SearchStrategy, options: dict[str, InputSpec], specs: dict[str, InputSpec],
+              ranges: dict[str, tuple[int, int, int]], steps: int) -> Case:
+    dims = draw(dims_st)
+    dims.update({name: literal_or_dim(_pick(spec, draw), dims) for name, spec in options.items()})
+    schedules = {name: [k * step for k in _schedule(draw, low, high, steps)]
+                 for name, (low, high, step) in ranges.items()}
+    cases = []
+    for k in range(steps):
+        step_dims = dict(dims, **{name: values[k] for name, values in schedules.items()})
+        inputs: dict[str, Any] = {}
+        notes: list[str] = []
+        lead: dict = {}
+        for name, spec in specs.items():
+            value, more = _input(draw, spec, step_dims, lead)
+            inputs[name] = value
+            notes.extend(more)
+        cases.append(Case(dims=step_dims, inputs=inputs, seed=draw(st.integers(0, 2**31 - 1)), notes=notes))
+    first = cases[0]
+    first.steps = cases
+    return first
+
+
+# -- inputs that are views of other storage --------------------------------------------------------------
+
+def layout_choices(value: Any, kinds: tuple[str, ...], spec: InputSpec | None = None) -> list[tuple[str, int]]:
+    """(kind, axis) views that make ``value`` truly non-contiguous: a transpose needs its last two sides >= 2, a
+    slice or a broadcast an axis of 2 or more (a broadcast never along a mask's last axis: a query's keys must
+    not all be equal, or a row could hold no allowed key)."""
+    if not isinstance(value, torch.Tensor) or value.dim() == 0 or value.numel() == 0:
+        return []
+    out = []
+    if "transposed" in kinds and value.dim() >= 2 and value.shape[-1] >= 2 and value.shape[-2] >= 2:
+        out.append(("transposed", -1))
+    for axis in range(value.dim()):
+        if value.shape[axis] < 2:
+            continue
+        if "sliced" in kinds:
+            out.append(("sliced", axis))
+        last = axis == value.dim() - 1
+        if "expanded" in kinds and not (last and spec is not None and spec.type == "mask"):
+            out.append(("expanded", axis))
+    return out
+
+
+def with_layouts(strategy: st.SearchStrategy, challenge: Challenge, entry: Entry,
+                 kinds: tuple[str, ...] = ("transposed", "sliced", "expanded")) -> st.SearchStrategy[Case]:
+    """Cases whose tensor arguments are drawn as contiguous tensors or as views (``case.layouts``: name ->
+    ``{"kind", "axis"}``), at least one a view; a broadcast view's values are made equal along its axis first."""
+    return _layouts(strategy, challenge, entry, tuple(kinds))
+
+
+@st.composite
+def _layouts(draw, strategy, challenge: Challenge, entry: Entry, kinds: tuple[str, ...]) -> Case:
+    case = draw(strategy)
+    layouts: dict[str, dict] = {}
+    inputs = dict(case.inputs)
+    options = {name: layout_choices(inputs[name], kinds, challenge.inputs.get(name)) for name in entry.call}
+    for name, choices in options.items():
+        if choices:
+            pick = draw(_sampled(tuple([None] + choices)))
+            if pick is not None:
+                layouts[name] = {"kind": pick[0], "axis": pick[1]}
+    if not layouts:
+        assume(any(options.values()))
+        name = next(n for n, c in options.items() if c)
+        kind, axis = options[name][0]
+        layouts[name] = {"kind": kind, "axis": axis}
+    notes = list(case.notes)
+    for name, layout in layouts.items():
+        value = inputs[name]
+        if layout["kind"] == "expanded":
+            inputs[name] = value.narrow(layout["axis"], 0, 1).expand(value.shape).clone()
+        notes.append(f"{name} passed as {describe_layout(layout, value.dim())}")
+    out = Case(dims=case.dims, inputs=inputs, seed=case.seed, notes=notes)
+    out.layouts = layouts
+    return out
+
+
+def describe_layout(layout: dict, dim: int) -> str:
+    kind, axis = layout["kind"], layout.get("axis", -1) % max(dim, 1)
+    return {"transposed": "a transposed view (x.transpose(-2, -1) of a tensor stored the other way round)",
+            "sliced": f"a strided slice (every other element of a longer tensor along axis {axis})",
+            "expanded": f"a broadcast view (.expand along axis {axis}: stride 0, one copy in memory)"}[kind]

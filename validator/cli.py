@@ -86,8 +86,8 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
                     help="the bundle's answer policy: whether a wrong answer's feedback gives the right answer "
                          "(default: after_due_date, which Gradescope holds back until the due date)")
 
-    st = sub.add_parser("strength", help="instructor: grade one-point mutants of the reference; report which "
-                                         "bugs each challenge's checks miss")
+    st = sub.add_parser("strength", help="instructor: grade one-point and bug-class mutants of the reference; "
+                                         "report which bugs each challenge's checks miss")
     st.add_argument("--challenge", action="append", dest="challenges", metavar="ID",
                     help="only this challenge (repeatable); default: all")
     st.add_argument("--json", dest="json_path", metavar="PATH", help="also write the report as JSON")
@@ -107,6 +107,9 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
                     help="wall time allowed per mutant (default: 300)")
     st.add_argument("--no-isolation", dest="isolate", action="store_false",
                     help="grade the mutants without the sandbox (they are the reference's own code)")
+    st.add_argument("--no-bug-classes", dest="bug_classes", action="store_false",
+                    help="only the one-point mutants (default: the bug-class ones too: a cache on the first call, an "
+                         "input edited in place, a view for a reshape, a reseed, ...)")
 
     gr = sub.add_parser("grade", help="staff: grade a folder of submissions, each sandboxed, into OUT_DIR")
     gr.add_argument("submissions", metavar="SUBMISSIONS_DIR",

@@ -527,19 +527,6 @@ def pass_inputs(call: dict) -> list[list[dict]]:
     return [call.get("inputs", [])] + list(call.get("more_inputs") or [])
 
 
-def prepare_inputs(items: list[dict], device: str | None) -> list:
-    """One pass's arguments: tensors copied (or moved to ``device``), gradients asked for where the spec says."""
-    out = []
-    for item in items:
-        value = item["value"]
-        if isinstance(value, torch.Tensor):
-            value = value.clone() if device is None else value.to(device)
-            if item.get("requires_grad"):
-                value.requires_grad_(True)
-        out.append(value)
-    return out
-
-
 def _to_cpu(obj: Any) -> Any:
     """Every tensor of a result on the CPU: the wire format and the comparisons live there."""
     if isinstance(obj, torch.Tensor):
@@ -580,13 +567,19 @@ def _execute_call(namespace: dict, call: dict, origin: str | None) -> dict:
         from validator import adapter_runner  # imported by the worker template before any sandbox
 
         return adapter_runner.execute(target, call, origin)
+    special = next((run for key, run in _SPECIAL_CALLS.items() if call.get(key)), None)
+    if special is not None:  # a sequence of calls on one instance, a move with .to() (see below)
+        return special(target, call, origin)
     result: dict[str, Any] = {"ok": True}
     seed = call.get("seed", 0)
     device = call.get("device")  # run the layer there (moved after loading); results come back on the CPU
     with _default_dtype(call.get("default_dtype")):
         if seed is not None:
             torch.manual_seed(int(seed))
+        rng_before = torch.get_rng_state() if "rng" in want else None
         module = _construct(target, call, origin)
+        if rng_before is not None:
+            result["rng"] = rng_report(rng_before)
         if module is not None and call.get("stand_ins"):
             try:
                 standins.verify(module, call["stand_ins"], call["entry"])
@@ -608,7 +601,8 @@ def _execute_call(namespace: dict, call: dict, origin: str | None) -> dict:
             return result
         if module is not None and device is not None:
             _stage("to_device", origin, module.to, device)
-        passes = [prepare_inputs(items, device) for items in pass_inputs(call)]
+        inference = bool(call.get("inference"))
+        passes = [prepare_inputs(items, device, inference=inference) for items in pass_inputs(call)]
         inputs = passes[0]
         if call["kind"] == "module":
             fn = module
@@ -623,6 +617,8 @@ def _execute_call(namespace: dict, call: dict, origin: str | None) -> dict:
                               marker=f"validator::{secrets.token_hex(8)}") if (
             call.get("trace_ops") or call.get("track_memory")) else None
         observation = Observation(recorder) if recorder is not None else None
+        if inference:  # as in generation: no input requires grad, forward under torch.no_grad()
+            fn = _without_grad(fn)
         repeat = len(passes) if len(passes) > 1 else max(1, int(call.get("repeat", 1)))
         outputs = []
         if seed is not None:
@@ -657,12 +653,14 @@ def _execute_call(namespace: dict, call: dict, origin: str | None) -> dict:
                             "message": f"output has shape {tuple(output.shape)}, expected "
                                        f"{tuple(grad_output.shape)}, so no gradient can flow back"})
                     _stage("backward", origin, _backward, output,
-                           grad_output.to(dtype=output.dtype, device=output.device))
+                           _as_passed(call, grad_output.to(dtype=output.dtype, device=output.device)))
                     if observation is not None:
                         observation.check_modes("backward")
                 if len(passes) > 1:
                     outputs.append(output)
         result["seconds"] = _CLOCK() - started
+        if "inputs_changed" in want:
+            result["inputs_changed"] = changed_inputs(call, inputs)
         if recorder is not None:
             result["ops"] = dict(recorder.counts)
             result["peak_bytes"] = int(recorder.peak)
@@ -782,3 +780,301 @@ def skip_absent_device_seeding() -> None:
             absent = False
         if absent and hasattr(module, "manual_seed_all"):
             module.manual_seed_all = lambda seed: None
+
+
+# -- inputs as a caller passes them: views of other storage, inference, left as they were ---------------
+
+LAYOUTS = ("transposed", "sliced", "expanded")
+
+
+def prepare_inputs(items: list[dict], device: str | None, *, inference: bool = False) -> list:
+    """One pass's arguments (``items``: a call's ``inputs`` or one of its ``more_inputs``) as the layer receives
+    them: fresh copies (on ``device``), leaves that require grad where the spec says so, and, where an item names
+    a ``layout``, a non-contiguous view of another storage holding the same values (:func:`as_layout`). Tensors
+    travel between processes as contiguous bytes, so a view is made here, in the process that calls the layer.
+    An ``inference`` call passes no input that requires grad."""
+    inputs = []
+    for item in items:
+        value = item["value"]
+        if isinstance(value, torch.Tensor):
+            value = value.clone() if device is None else value.to(device)
+            grad = bool(item.get("requires_grad")) and not inference
+            if item.get("layout"):
+                value = as_layout(value, item["layout"], requires_grad=grad)
+            elif grad:
+                value.requires_grad_(True)
+        inputs.append(value)
+    return inputs
+
+
+def as_layout(value: torch.Tensor, layout: dict, requires_grad: bool = False) -> torch.Tensor:
+    """``value``'s values as a view with another memory layout; the storage it views is the leaf that
+    requires grad (a caller's activation is rarely the start of its own graph either).
+
+    - ``transposed``: stored with the last two axes swapped, viewed back with ``.transpose(-2, -1)``;
+    - ``sliced``: every other element of a storage twice as long along ``axis`` (NaN, or 0, between them);
+    - ``expanded``: one slice along ``axis`` broadcast with ``.expand`` (stride 0): the values must already
+      be equal along that axis (the case generator makes them so).
+    """
+    kind = layout.get("kind")
+    axis = int(layout.get("axis", -1))
+    if value.dim() == 0 or kind not in LAYOUTS:
+        return value.requires_grad_(requires_grad) if requires_grad else value
+    axis %= value.dim()
+    if kind == "transposed" and value.dim() >= 2:
+        base = value.transpose(-2, -1).contiguous()
+        view = (lambda b: b.transpose(-2, -1))
+    elif kind == "expanded":
+        base = value.narrow(axis, 0, 1).contiguous()
+        view = (lambda b: b.expand(value.shape))
+    else:
+        filler = torch.full_like(value, float("nan") if value.dtype.is_floating_point else 0)
+        base = torch.stack((value, filler), dim=axis + 1).flatten(axis, axis + 1)
+        view = (lambda b: b.movedim(axis, 0)[::2].movedim(0, axis))
+    if requires_grad:
+        base.requires_grad_(True)
+    return view(base)
+
+
+def _as_passed(call: dict, grad: torch.Tensor) -> torch.Tensor:
+    """The upstream gradient as a caller's loss hands it over: with ``grad_layout``, a view (``out.sum().backward()``
+    passes a broadcast of ones, stride 0), which a backward that calls ``.view()`` on it cannot take."""
+    layout = call.get("grad_layout")
+    return as_layout(grad, layout) if layout else grad
+
+
+def _without_grad(fn: Callable) -> Callable:
+    def call(*args, **kwargs):
+        with torch.no_grad():
+            return fn(*args, **kwargs)
+    return call
+
+
+def changed_inputs(call: dict, inputs: list) -> list[dict]:
+    """Every argument the call changed in place: its position, how many elements differ, the first of them."""
+    out = []
+    for index, (item, now) in enumerate(zip(call.get("inputs", []), inputs)):
+        was = item["value"]
+        if not isinstance(was, torch.Tensor) or not isinstance(now, torch.Tensor) or was.device.type == "meta":
+            continue
+        now = now.detach().to("cpu")
+        if tuple(now.shape) != tuple(was.shape):
+            out.append({"index": index, "shape_was": list(was.shape), "shape_now": list(now.shape)})
+            continue
+        if now.dtype != was.dtype:
+            now = now.to(was.dtype)
+        differ = (now != was) & ~(_isnan(now) & _isnan(was))
+        if bool(differ.any()):
+            first = [int(i) for i in differ.nonzero()[0]] if differ.dim() else []
+            at = tuple(first)
+            out.append({"index": index, "changed": int(differ.sum()), "of": was.numel(), "first": first,
+                        "was": was[at].item(), "now": now[at].item()})
+    return out
+
+
+def _isnan(t: torch.Tensor) -> torch.Tensor:
+    return torch.isnan(t) if t.dtype.is_floating_point else torch.zeros(t.shape, dtype=torch.bool)
+
+
+# -- the global random stream ---------------------------------------------------------------------------------
+
+def rng_report(before: torch.Tensor) -> dict:
+    """Whether constructing the layer drew from torch's global generator, and the next draw after it: a layer that
+    reseeds the generator makes the next draw the same whatever seed the caller had set."""
+    consumed = not torch.equal(before, torch.get_rng_state())
+    return {"consumed": consumed, "next": torch.rand(8, dtype=torch.float64)}
+
+
+# -- a sequence of calls on one instance ------------------------------------------------------------------
+
+def _execute_steps(target: Any, call: dict, origin: str | None) -> dict:
+    """One module, built and loaded once, called once per step of ``call["steps"]``; before a step that says
+    ``update``, every parameter is changed in place (as an optimiser step or ``load_state_dict`` does), by a
+    function of its own values, so that both sides, whatever they call their parameters, update alike; a step
+    with ``backward`` (a seed) runs backward with a random gradient. The reply holds every step's output, and
+    ``failed`` (its step, stage and exception) where a step raised, which ends the sequence.
+
+    With ``fresh``, each step is also computed by a layer built, loaded and updated alike but called only then
+    (``fresh``: one ``{"ok", "output"}`` or ``{"ok": False, "stage", "exception"}`` per step): what the shared
+    layer kept from its earlier calls is the only difference between the two."""
+    if call["kind"] != "module":
+        raise StudentError("construct", {"type": "TypeError", "mro": ["TypeError"],
+                                         "message": "a sequence of calls needs a module entry"})
+    result: dict[str, Any] = {"ok": True, "outputs": []}
+    steps = call["steps"]
+    device = call.get("device")
+    with _default_dtype(call.get("default_dtype")):
+        shared = _built(target, call, origin)
+        for k, step in enumerate(steps):
+            try:
+                if step.get("update") is not None:
+                    _stage("update", origin, update_parameters, shared, int(step["update"]))
+                result["outputs"].append(_step_output(shared, step, origin, device, backward=True))
+            except StudentError as err:
+                result["failed"] = {"step": k, "stage": err.stage, "exception": err.info}
+                break
+        if call.get("fresh"):
+            result["fresh"] = []
+            for k, step in enumerate(steps):
+                try:
+                    module = _built(target, call, origin)
+                    for earlier in steps[1:k + 1]:
+                        if earlier.get("update") is not None:
+                            _stage("update", origin, update_parameters, module, int(earlier["update"]))
+                    result["fresh"].append({"ok": True, "output": _step_output(module, step, origin, device)})
+                except StudentError as err:
+                    result["fresh"].append({"ok": False, "stage": err.stage, "exception": err.info})
+    return result
+
+
+def _built(target: Any, call: dict, origin: str | None) -> nn.Module:
+    """The call's module: seeded, constructed, its test weights loaded, in its mode, on its device."""
+    if call.get("seed") is not None:
+        torch.manual_seed(int(call["seed"]))
+    module = _construct(target, call, origin)
+    if call.get("state"):
+        _load_state(module, call["state"], origin)
+    if call.get("train") is not None:
+        _stage("train", origin, module.train, bool(call["train"]))
+    if call.get("device") is not None:
+        _stage("to_device", origin, module.to, call["device"])
+    return module
+
+
+def _step_output(module: nn.Module, step: dict, origin: str | None, device: str | None,
+                 backward: bool = False) -> torch.Tensor:
+    inputs = prepare_inputs(step.get("inputs", []), device, inference=bool(step.get("inference")))
+    output = _stage("forward", origin, module, *inputs)
+    if not isinstance(output, torch.Tensor):
+        raise StudentError("forward", {"type": "TypeError", "mro": ["TypeError"],
+                                       "message": f"returned a {type(output).__name__}, expected a torch.Tensor"})
+    if backward and step.get("backward") is not None and output.requires_grad and output.dtype.is_floating_point:
+        gen = torch.Generator().manual_seed(int(step["backward"]))
+        grad = torch.randn(output.shape, generator=gen, dtype=torch.float64).to(dtype=output.dtype)
+        module.zero_grad(set_to_none=True)
+        _stage("backward", origin, _backward, output, grad.to(device=output.device))
+    return output.detach()
+
+
+def update_parameters(module: nn.Module, step: int) -> None:
+    """Change every parameter in place by ``0.5 sin(3.7 p + step)``: an update that depends only on the values,
+    applied once to each parameter object (a tied weight once)."""
+    seen: set[int] = set()
+    with torch.no_grad():
+        for p in module.parameters():
+            if id(p) in seen or not p.dtype.is_floating_point:
+                continue
+            seen.add(id(p))
+            p.add_(0.5 * torch.sin(3.7 * p + step))
+
+
+# -- moving a built layer with .to() ----------------------------------------------------------------------
+
+class _OperandWatch(TorchDispatchMode):
+    """Notes which of ``watched`` tensors (by storage) any aten op reads, before the op runs (it may then fail)."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False
+
+    def __init__(self, watched: dict[str, torch.Tensor]):
+        super().__init__()
+        self.storages = {_storage_key(t): name for name, t in watched.items()}
+        self.read: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        from torch.utils._pytree import tree_flatten
+
+        for value in tree_flatten((args, kwargs or {}))[0]:
+            if isinstance(value, torch.Tensor):
+                name = self.storages.get(_storage_key(value))
+                if name is not None:
+                    self.read.add(name)
+        return func(*args, **(kwargs or {}))
+
+
+def _storage_key(t: torch.Tensor):
+    try:
+        return (t.device.type, t.untyped_storage().data_ptr()) if t.device.type != "meta" else ("meta", id(t))
+    except Exception:  # noqa: BLE001 - a tensor without storage: by identity
+        return ("id", id(t))
+
+
+def stray_tensors(module: nn.Module) -> dict[str, torch.Tensor]:
+    """Plain tensor attributes of the module and its submodules: neither parameters nor buffers, so ``.to()``,
+    ``state_dict()`` and ``parameters()`` never see them."""
+    out = {}
+    for mod_name, mod in module.named_modules():
+        registered = set(mod._parameters) | set(mod._buffers)
+        for attr, value in vars(mod).items():
+            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and attr not in registered:
+                out[f"{mod_name}.{attr}" if mod_name else attr] = value
+    return out
+
+
+def _execute_move(target: Any, call: dict, origin: str | None) -> dict:
+    """Build, load, then ``module.to(device)``: which plain tensor attributes stayed behind, and which of those
+    forward reads (a forward that fails on them is expected: the reply says what it read before it failed)."""
+    move = call["move"]
+    device = move.get("device")
+    dtype = dtype_from_name(move["dtype"]) if move.get("dtype") else None
+    result: dict[str, Any] = {"ok": True}
+    with _default_dtype(call.get("default_dtype")):
+        if call.get("seed") is not None:
+            torch.manual_seed(int(call["seed"]))
+        module = _construct(target, call, origin)
+        if module is None:
+            raise StudentError("construct", {"type": "TypeError", "mro": ["TypeError"],
+                                             "message": "moving a layer with .to() needs a module entry"})
+        if call.get("state"):
+            _load_state(module, call["state"], origin)
+        _stage("to_device", origin, module.to, *[a for a in (device, dtype) if a is not None])
+
+        def behind(t: torch.Tensor) -> bool:
+            return ((device is not None and t.device.type != torch.device(device).type)
+                    or (dtype is not None and t.dtype.is_floating_point and t.dtype != dtype))
+
+        left = {name: t for name, t in stray_tensors(module).items() if behind(t)}
+        result["left_behind"] = [{"name": name, "device": str(t.device), "dtype": dtype_name_of(t),
+                                  "shape": list(t.shape), "read": False} for name, t in left.items()]
+        result["stray"] = sorted(stray_tensors(module))
+        if not left:
+            return result
+        inputs = []
+        for value in prepare_inputs(call.get("inputs", []), None, inference=True):
+            if isinstance(value, torch.Tensor):
+                value = value.to(device) if device is not None else value
+                if dtype is not None and value.dtype.is_floating_point:
+                    value = value.to(dtype)
+            inputs.append(value)
+        watch = _OperandWatch(left)
+        try:
+            with torch.no_grad(), watch:
+                module(*inputs)
+        except BaseException as exc:  # noqa: BLE001 - a forward that fails on what it left behind is the finding
+            result["forward_error"] = exception_info(exc, origin)
+        for item in result["left_behind"]:
+            item["read"] = item["name"] in watch.read
+    return result
+
+
+def dtype_name_of(t: torch.Tensor) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def _execute_converted(target: Any, call: dict, origin: str | None) -> dict:
+    """Build and load in the default dtype, then ``module.to(call["convert"])`` (``.half()``, ``.bfloat16()``), and call
+    it once on the call's inputs (already in that dtype): a model converted whole, as mixed-precision inference does."""
+    if call["kind"] != "module":
+        raise StudentError("construct", {"type": "TypeError", "mro": ["TypeError"],
+                                         "message": "converting a layer with .to(dtype) needs a module entry"})
+    with _default_dtype(call.get("default_dtype")):
+        module = _built(target, dict(call, device=None), origin)
+        _stage("to_device", origin, module.to, dtype_from_name(call["convert"]))
+        if call.get("device") is not None:
+            _stage("to_device", origin, module.to, call["device"])
+        output = _step_output(module, call, origin, call.get("device"))
+    return {"ok": True, "output": output}
+
+
+_SPECIAL_CALLS: dict[str, Callable] = {"steps": _execute_steps, "move": _execute_move, "convert": _execute_converted}

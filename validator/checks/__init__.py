@@ -59,7 +59,8 @@ class Test:
 
 
 REGISTRY: dict[str, Test] = {}
-_MODULES = ("structure", "behaviour", "gradient", "init", "constraint", "performance", "modules", "dropout", "relations", "sequence")
+_MODULES = ("structure", "behaviour", "gradient", "init", "constraint", "performance", "modules", "dropout", "relations",
+            "sequence", "calls", "inputs", "randomness", "moves", "masking", "composite", "precision")
 
 
 def register(name: str, params: type[Params] = Params, *, uses_reference: bool = True,

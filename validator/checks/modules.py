@@ -176,6 +176,13 @@ def state_dict(ctx: Context, check: CheckSpec, p: StateDictParams) -> str:
     is registered with ``persistent=False``, so checkpoints stay small and load at any table size."""
     result, _, built = _build(ctx, check, p, ["structure", "construct_only"])
     buffers = result["structure"]["buffers"]
+    frozen = _frozen_extras(ctx, check, result["structure"])
+    if frozen:
+        shown = ", ".join(f"`{q['name']}` {tuple(q['shape'])}" for q in frozen)
+        raise CheckFailed(f"{built} saves {shown} in its state_dict: {'it is an nn.Parameter' if len(frozen) == 1 else 'they are nn.Parameters'} "
+                          "with requires_grad=False, and every parameter is saved. A table computed from the "
+                          "constructor's arguments is a buffer: register it with register_buffer(name, tensor, "
+                          "persistent=False), so that state_dict() holds only the contract's parameters")
     saved = [b for b in buffers if b["persistent"] and b["name"] not in p.persistent]
     if saved:
         shown = ", ".join(f"`{b['name']}` {tuple(b['shape'])}" for b in saved)
@@ -188,3 +195,16 @@ def state_dict(ctx: Context, check: CheckSpec, p: StateDictParams) -> str:
         raise CheckFailed(f"{built} does not keep {', '.join(missing)} in its state_dict as a persistent buffer")
     kept = ", ".join(b["name"] for b in buffers) or "none"
     return f"{built}: no derived buffer in state_dict (buffers: {kept})"
+
+
+def _frozen_extras(ctx: Context, check: CheckSpec, structure: dict) -> list[dict]:
+    """Parameters outside the contract that nothing trains (``requires_grad=False``): state_dict saves them like any
+    parameter. A trainable extra is the business of the `parameters` and `no_parameters` checks."""
+    name, entry = entry_of(ctx, check)
+    contract = set(entry.parameters) | set((ctx.param_maps.get(name) or {}).values())
+    seen, out = set(), []
+    for q in structure.get("parameters") or []:
+        if not q["requires_grad"] and q["name"] not in contract and q["object"] not in seen:
+            seen.add(q["object"])
+            out.append(q)
+    return out

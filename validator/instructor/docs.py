@@ -66,7 +66,7 @@ def challenge_page(challenge: Challenge, snippets: Mapping[str, str], *, deferre
     if shown:
         out += ["What `student/layers.py` starts with (signatures and docstrings are the contract too):", "",
                 "```python", "\n\n".join(shown), "```", ""]
-    if c.forbidden.source or c.forbidden.runtime:
+    if c.forbidden.source or c.forbidden.runtime or c.forbidden.parts:
         out += ["### Not allowed", ""]
         if c.forbidden.source:
             out.append("- in your source: " + ", ".join(f"`{a}`" for a in c.forbidden.source)
@@ -74,6 +74,8 @@ def challenge_page(challenge: Challenge, snippets: Mapping[str, str], *, deferre
         if c.forbidden.runtime:
             out.append("- at run time, during forward and backward: "
                        + ", ".join(f"`{a}`" for a in c.forbidden.runtime))
+        if c.forbidden.parts:
+            out.append(parts_line(c))
         out.append("")
     if any(ch.test in SOURCE_TESTS for ch in c.checks):
         out += ["### What your code may use", "",
@@ -177,3 +179,11 @@ def _wrap(text: str, width: int) -> list[str]:
         else:
             line = f"{line} {word}".strip()
     return lines + ([line] if line else [])
+
+
+def parts_line(c: Challenge) -> str:
+    """What a composite inherits from the challenges of its parts: their run-time bans apply to it too."""
+    inherited = [f"[{part}]({part}.md) ({', '.join(f'`{op}`' for op in ops) or 'nothing at run time'})"
+                 for part, ops in c.forbidden.parts_runtime.items()]
+    return ("- what its parts forbid, since it is built from your own layers: " + "; ".join(inherited)
+            + " (a library layer inside the composite does the work your own part should)")

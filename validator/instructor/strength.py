@@ -1,6 +1,7 @@
-"""`validator strength`: how many one-point bugs of the reference each challenge's checks catch.
+"""`validator strength`: how many bugs of the reference each challenge's checks catch.
 
-For every selected challenge, the mutants of :mod:`validator.instructor.mutants` are graded
+For every selected challenge, the mutants of :mod:`validator.instructor.mutants` (one-point mutants, and
+bug-class mutants: a cache on the first call, an in-place edit of an input, a reseed, ...) are graded
 as submissions by the sandboxed slots of ``validator grade`` (:class:`~validator.batch.pool.Pool`),
 each stopped at its first check that loses points (``--all-checks`` grades every check, for the
 kill matrix). A result is cached on disk under a hash of the mutant's source, the challenge's
@@ -32,10 +33,11 @@ from pathlib import Path
 from typing import Any, Sequence, TextIO
 
 from validator import paths
-from validator.instructor.mutants import Mutant, generate
+from validator.instructor.mutants import BUG_CLASSES, Mutant, generate, generate_bug_classes
 
 EXIT_OK, EXIT_SURVIVORS, EXIT_USAGE, EXIT_GRADER = 0, 1, 2, 3
-STRENGTH_FORMAT = 1
+STRENGTH_FORMAT = 2  # 2: bug-class mutants beside the one-point ones (`family`, `operator`, `families`, `bug_classes`)
+FAMILIES = ("one-point", "bug-class")
 BLAST_RADIUS = 0.8  # a check that catches at least this share of the caught mutants
 
 
@@ -51,6 +53,8 @@ class MutantResult:
     diff: str = ""  # survivors and equivalents only
     needs: list[str] = field(default_factory=list)  # the input family a check would need (survivors)
     reason: str = ""  # equivalents: the spec's reason
+    family: str = "one-point"  # or "bug-class" (validator.instructor.mutants.generate_bug_classes)
+    operator: str = ""
 
 
 @dataclass
@@ -70,6 +74,22 @@ class ChallengeStrength:
     results: list[MutantResult] = field(default_factory=list)
     seconds: float = 0.0
     graded: int = 0  # mutants graded in this run (the rest came from the cache)
+    # per family ("one-point", "bug-class") and per bug-class operator: mutants, caught, survived, equivalent, errors
+    families: dict[str, dict[str, int]] = field(default_factory=dict)
+    bug_classes: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def tally(self) -> None:
+        """Fill ``families`` and ``bug_classes`` from the results."""
+        def count(results) -> dict[str, int]:
+            out = {"mutants": len(results)}
+            for status, key in (("caught", "caught"), ("survived", "survived"), ("equivalent", "equivalent"),
+                                ("error", "errors")):
+                out[key] = sum(r.status == status for r in results)
+            return out
+        self.families = {f: count([r for r in self.results if r.family == f]) for f in FAMILIES}
+        bug = [r for r in self.results if r.family == "bug-class"]
+        self.bug_classes = {op: count([r for r in bug if r.operator == op]) for op in BUG_CLASSES
+                            if any(r.operator == op for r in bug)}
 
     @property
     def score(self) -> float:
@@ -99,10 +119,22 @@ class StrengthReport:
     def survived(self) -> int:
         return sum(c.survived for c in self.challenges)
 
+    @property
+    def families(self) -> dict[str, dict[str, int]]:
+        """Per family ("one-point", "bug-class"), over every challenge: mutants, caught, survived, equivalent, errors."""
+        out: dict[str, dict[str, int]] = {}
+        for c in self.challenges:
+            for family, counts in c.families.items():
+                into = out.setdefault(family, {})
+                for k, v in counts.items():
+                    into[k] = into.get(k, 0) + v
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         return {"format": STRENGTH_FORMAT, "seed": self.seed, "profile": self.profile,
                 "seconds": round(self.seconds, 1), "notes": list(self.notes),
-                "survived": self.survived, "challenges": [c.to_dict() for c in self.challenges]}
+                "survived": self.survived, "families": self.families,
+                "challenges": [c.to_dict() for c in self.challenges]}
 
 
 # -- the cache ----------------------------------------------------------------------------------
@@ -142,8 +174,29 @@ def unmatched_marks(challenge, mutant_ids: Sequence[str]) -> list[str]:
 
 
 # -- what a survivor would need -------------------------------------------------------------------
+BUG_CLASS_NEEDS = {
+    "cache_first_call": "a `call_sequence` check: one instance called several times, lengths up then down, its "
+                        "parameters changed in place between calls",
+    "inplace_input": "an `inputs_unchanged` check: the layer called under torch.no_grad(), every argument compared with "
+                     "its copy afterwards (and the output with the one under autograd)",
+    "view_for_reshape": "an `input_views` check: the tensor arguments passed as transposed, strided or broadcast views",
+    "reseed": "an `rng_stream` check (or `init_independent`): building never reseeds the global generator; "
+              "`independent:` for parameters drawn apart",
+    "buffer_to_parameter": "a `state_dict` check: state_dict() holds only the contract's parameters and persistent buffers",
+    "buffer_to_attribute": "a `moves_with_module` check: module.to() takes every tensor forward reads along",
+    "finite_mask_fill": "a `masked_out` check whose `magnitudes` (or `state_scale`) make the scores larger than a finite "
+                        "fill",
+    "loop": "an `op_scaling` check: the number of ops must not grow with the batch or the sequence",
+    "drop_upcast": "a reduced-precision check: `values` with `input_dtype` for the layer itself, `reduced_precision` "
+                   "for a composite built from it",
+    "library_layer": "a `forbidden_runtime` check, or `parts_forbidden_runtime` with `forbidden.parts` for a composite",
+}
+
+
 def input_family(mutant: Mutant, challenge) -> list[str]:
     """As far as the mutated line tells: which dims, inputs, options or defaults a check must vary."""
+    if mutant.family == "bug-class":
+        return [BUG_CLASS_NEEDS.get(mutant.operator, f"a check of the class {mutant.operator}")]
     names = set(mutant.names)
     options = set(challenge.options())
     dims = [d for d in challenge.dims if d in names]
@@ -225,12 +278,13 @@ def _caught_by(report: dict, challenge_id: str) -> tuple[list[str], str]:
 def strength(*, challenges: Sequence[str] | None = None, jobs: int | None = None, seed: int = 0,
              profile: str = "batch", all_checks: bool = False, cache_dir: str | Path | None = None,
              use_cache: bool = True, isolate: bool = True, timeout: float = 300.0, memory: int = 2048,
-             limit: int | None = None, only: Sequence[str] | None = None,
+             limit: int | None = None, only: Sequence[str] | None = None, bug_classes: bool = True,
              stream: TextIO | None = None) -> StrengthReport:
     """Generate, grade (or read from the cache) and summarise the mutants of each selected challenge.
 
     ``limit`` keeps the first N mutants of each challenge and ``only`` the named mutant ids (for
-    tests and quick looks); a partial run does not update the summary the self-check reads.
+    tests and quick looks); a partial run does not update the summary the self-check reads. ``bug_classes``
+    adds the bug-class mutants (:func:`validator.instructor.mutants.generate_bug_classes`) beside the one-point ones.
     """
     from validator.api import UsageError, select_challenges
     from validator.batch.grade import canary_folder, canary_problem, slot_config
@@ -260,11 +314,12 @@ def strength(*, challenges: Sequence[str] | None = None, jobs: int | None = None
     todo: list[tuple[str, Mutant, Any, str]] = []  # (task name, mutant, challenge, cache key)
     for ch in selected:
         fp = fingerprint(ch, reference_file=reference_file)
-        mutants = generate(source, ch.entries)
+        families = [generate(source, ch.entries)] + ([generate_bug_classes(source, ch.entries)] if bug_classes else [])
         if only:
-            mutants = [m for m in mutants if m.id in set(only)]
+            families = [[m for m in f if m.id in set(only)] for f in families]
         if limit:
-            mutants = mutants[:limit]
+            families = [f[:limit] for f in families]
+        mutants = [m for f in families for m in f]
         keys = {m.id: mutant_key(m, fingerprint=fp, seed=seed, profile=profile, all_checks=all_checks)
                 for m in mutants}
         plans.append((ch, ChallengeStrength(id=ch.id, fingerprint=fp, mutants=len(mutants), all_checks=all_checks),
@@ -336,7 +391,8 @@ def strength(*, challenges: Sequence[str] | None = None, jobs: int | None = None
                     path.write_text(json.dumps(entry) + "\n", encoding="utf-8")
                 else:
                     result.results.append(MutantResult(id=m.id, status="error",
-                                                       message=(got["error"] or "no report")[-300:]))
+                                                       message=(got["error"] or "no report")[-300:],
+                                                       family=m.family, operator=m.operator))
                     result.errors += 1
                     continue
                 result.graded += 1
@@ -344,13 +400,14 @@ def strength(*, challenges: Sequence[str] | None = None, jobs: int | None = None
                 entry = json.loads(path.read_text(encoding="utf-8"))
                 cached = True
             if entry is None:
-                result.results.append(MutantResult(id=m.id, status="error", message="not graded"))
+                result.results.append(MutantResult(id=m.id, status="error", message="not graded", family=m.family,
+                                                   operator=m.operator))
                 result.errors += 1
                 continue
             caught_by = entry["caught_by"]
             status = "caught" if caught_by else ("equivalent" if m.id in marks else "survived")
             mr = MutantResult(id=m.id, status=status, caught_by=caught_by, message=entry.get("message", ""),
-                              seconds=entry.get("seconds", 0.0), cached=cached)
+                              seconds=entry.get("seconds", 0.0), cached=cached, family=m.family, operator=m.operator)
             if status != "caught":
                 mr.diff = m.diff(source)
                 mr.reason = marks.get(m.id, "")
@@ -361,6 +418,7 @@ def strength(*, challenges: Sequence[str] | None = None, jobs: int | None = None
             result.results.append(mr)
             for check_id in caught_by:
                 result.catches[check_id] = result.catches.get(check_id, 0) + 1
+        result.tally()
         result.caught = sum(r.status == "caught" for r in result.results)
         result.survived = sum(r.status == "survived" for r in result.results)
         result.equivalent = sum(r.status == "equivalent" for r in result.results)
@@ -409,7 +467,8 @@ def unmarked_survivors(challenge, *, reference_file: Path, cache_dir: str | Path
 def main(*, challenges: Sequence[str] | None = None, json_path: str | None = None, html_path: str | None = None,
          jobs: int | None = None,
          seed: int = 0, profile: str = "batch", all_checks: bool = False, cache_dir: str | None = None,
-         use_cache: bool = True, isolate: bool = True, timeout: float = 300.0, stream: TextIO | None = None) -> int:
+         use_cache: bool = True, isolate: bool = True, timeout: float = 300.0, bug_classes: bool = True,
+         stream: TextIO | None = None) -> int:
     """Entry for the CLI: exit 0 when every non-equivalent mutant is caught, 1 when some survive,
     2 for usage or spec errors, 3 when the grader failed (the reference lost points, a mutant errored)."""
     from validator.api import UsageError
@@ -420,7 +479,7 @@ def main(*, challenges: Sequence[str] | None = None, json_path: str | None = Non
     try:
         report = strength(challenges=challenges, jobs=jobs, seed=seed, profile=profile, all_checks=all_checks,
                           cache_dir=cache_dir, use_cache=use_cache, isolate=isolate, timeout=timeout,
-                          stream=sys.stderr if stream is None else stream)
+                          bug_classes=bug_classes, stream=sys.stderr if stream is None else stream)
     except (UsageError, SpecError) as exc:
         print(f"error: {exc}", file=sys.stderr if stream is None else stream)
         return EXIT_USAGE

@@ -190,12 +190,39 @@ def resolve_extends(path: Path, data: Any, seen: tuple[Path, ...] = ()) -> Any:
     return merged
 
 
+def resolve_parts(path: Path, data: Any, seen: tuple[Path, ...] = ()) -> Any:
+    """Fill ``forbidden.parts_runtime`` from ``forbidden.parts``: each part's ``<id>.yaml`` beside ``path`` gives its
+    ``forbidden.runtime`` and, recursively, its own parts' (a composite forbids what its parts forbid)."""
+    forbidden = data.get("forbidden") if isinstance(data, dict) else None
+    if not isinstance(forbidden, dict) or not forbidden.get("parts"):
+        return data
+    parts = forbidden["parts"]
+    if not isinstance(parts, list) or not all(isinstance(x, str) for x in parts):
+        return data  # the schema says what is wrong
+    inherited: dict[str, list[str]] = {}
+    for part in parts:
+        part_path = path.parent / f"{part}.yaml"
+        if part_path.resolve() in seen or part_path.resolve() == path.resolve():
+            raise SpecError(path, [(None, f"forbidden.parts: {part!r} leads back to this spec (a cycle)")])
+        if not part_path.exists():
+            raise SpecError(path, [(None, f"forbidden.parts: no spec {part_path.name} beside this file")])
+        part_data, _ = parse_yaml(part_path)
+        part_data = resolve_parts(part_path, resolve_extends(part_path, part_data), seen + (path.resolve(),))
+        part_forbidden = (part_data or {}).get("forbidden") or {}
+        inherited[part] = list(part_forbidden.get("runtime") or [])
+        for sub, ops in (part_forbidden.get("parts_runtime") or {}).items():
+            inherited.setdefault(sub, list(ops))
+    data = dict(data)
+    data["forbidden"] = dict(forbidden, parts_runtime=inherited)
+    return data
+
+
 def load_challenge(path: str | Path) -> Challenge:
     from validator.checks import validate_check_params  # the registry knows each test's parameters
 
     path = Path(path)
     data, node = parse_yaml(path)
-    data = resolve_extends(path, data)
+    data = resolve_parts(path, resolve_extends(path, data))
     return validate(path, data, node, extra=validate_check_params)
 
 

@@ -322,6 +322,11 @@ class Forbidden(Strict):
     source: list[str] = Field(default_factory=list)
     runtime: list[str] = Field(default_factory=list)
     integrity: Integrity = Field(default_factory=Integrity)
+    # a composite forbids what its parts forbid: the ids of the challenges whose layers it is built from
+    # (`swiglu` is built from `linear`); the loader reads each part's `runtime` list, its parts' too, into
+    # `parts_runtime` (part id -> ops), which the `parts_forbidden_runtime` test bans while the composite runs
+    parts: list[str] = Field(default_factory=list)
+    parts_runtime: dict[str, list[str]] = Field(default_factory=dict)
     allowed: Allowed = Field(default_factory=Allowed)
 
     def allowlist(self):

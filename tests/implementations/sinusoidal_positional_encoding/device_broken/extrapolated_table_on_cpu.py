@@ -27,7 +27,8 @@ class SinusoidalPositionalEncoding(nn.Module):
     def __init__(self, embedding_dim, max_seq_len=2048, base=10000.0):
         super().__init__()
         self.d, self.base = embedding_dim, base
-        self.register_buffer("table", sinusoidal_positional_encoding(max_seq_len, embedding_dim, base).float())
+        self.register_buffer("table", sinusoidal_positional_encoding(max_seq_len, embedding_dim, base).float(),
+                             persistent=False)
 
     def forward(self, x):
         n = x.shape[-2]

@@ -5,7 +5,9 @@ import math
 import torch
 from torch import nn
 
-MAY_FAIL = ["wiring", "wiring_gradient", "matches_reference", "tiny_activations", "gradient", "no_library_source"]
+# float16_residual_stream: attention on the unnormalised residual stream overflows in float16 (NaN)
+MAY_FAIL = ["wiring", "wiring_gradient", "matches_reference", "tiny_activations", "gradient", "no_library_source",
+            "float16_residual_stream"]
 MESSAGES = {"wiring": "pre-norm"}
 
 

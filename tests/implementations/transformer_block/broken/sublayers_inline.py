@@ -116,4 +116,5 @@ class TransformerBlock(nn.Module):
 
     @staticmethod
     def norm(x, weight):
-        return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * weight
+        wide = x.float()  # squares in float32, as RMSNorm's contract promises (float16_residual_stream)
+        return (wide / torch.sqrt(wide.pow(2).mean(-1, keepdim=True) + 1e-5) * weight).to(x.dtype)

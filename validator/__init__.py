@@ -15,6 +15,8 @@ import warnings as _warnings
 # torch's CPU wheel does not depend on numpy and warns at import when it is absent; the
 # grader never needs numpy, so the warning would only be noise in every report.
 _warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
+# Hypothesis warns when a strategy's repr (which holds a drawn tensor) is long; the grader never shows it.
+_warnings.filterwarnings("ignore", message="Generating overly large repr")
 
 
 def check(*challenges, **options):

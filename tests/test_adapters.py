@@ -72,6 +72,15 @@ def test_locate_finds_weights_whole_transposed_fused_and_split():
     assert "x" not in locate({"x": torch.randn(2, 2, generator=g)}, params)  # not loaded: not found
 
 
+def test_locate_keeps_a_weight_where_most_of_it_is_when_a_value_collides_elsewhere():
+    g = torch.Generator().manual_seed(1)
+    w, other = torch.randn(4, 5, generator=g), torch.randn(3, generator=g)
+    other[1] = w[2, 3]  # random floats do collide now and then
+    found = locate({"w": w}, {"a_other": other, "b_home": w.clone()})  # the colliding parameter comes first
+    [(name, idx, sel)] = found["w"]
+    assert name == "b_home" and torch.equal(idx, sel)
+
+
 def test_locate_compares_in_the_parameters_dtype():
     w = torch.randn(3, 3, dtype=torch.float64)
     found = locate({"w": w}, {"p": w.float()})

@@ -404,13 +404,21 @@ def locate(weights: dict[str, torch.Tensor], params: dict[str, torch.Tensor]) ->
         owner = torch.full((flat_w.numel(),), -1, dtype=torch.long)
         where = torch.zeros(flat_w.numel(), dtype=torch.long)
         names = list(tables)
+        matches = []
         for i, pname in enumerate(names):
             values, order = tables[pname]
             probe = flat_w.to(values.dtype).to(values.device)
             pos = torch.searchsorted(values, probe).clamp(max=values.numel() - 1)
-            hit = (values[pos] == probe).cpu() & (owner < 0)
+            hit = (values[pos] == probe).cpu()
+            if bool(hit.any()):
+                matches.append((int(hit.sum()), i, hit, order[pos].cpu()))
+        # The parameters holding most of the weight claim their elements first: a value that also occurs,
+        # by chance, in another parameter (random floats do collide, one in a few thousand) stays where
+        # the rest of the weight is.
+        for _, i, hit, at in sorted(matches, key=lambda m: (-m[0], m[1])):
+            hit = hit & (owner < 0)
             owner[hit] = i
-            where[hit] = order[pos].cpu()[hit]
+            where[hit] = at[hit]
             if bool((owner >= 0).all()):
                 break
         if flat_w.numel() == 0 or bool((owner < 0).any()):

@@ -227,7 +227,9 @@ def grade_challenge(challenge: Challenge, *, worker: Worker, ref: ReferenceSide,
             done[check.id] = cr
             result.checks.append(cr)
             continue
-        unmet = [r for r in check.requires if r in done and done[r].status != "passed"]
+        # a requirement that was not graded at all (worth 0 here: it cannot run through an adapter) gates nothing
+        unmet = [r for r in check.requires if r in done and done[r].status != "passed"
+                 and not (done[r].status == "skipped" and done[r].max_score == 0)]
         if problem:
             cr = CheckResult(id=check.id, kind=check.kind, status="error", score=0.0, max_score=check.points,
                              title=check.title, message="not run: see the problem above")

@@ -146,6 +146,10 @@ def input_views(ctx: Context, check: CheckSpec, p: ViewsParams) -> str:
                 call["grad_layout"] = {"kind": "expanded", "axis": 0}
                 grad = grad.narrow(0, 0, 1).expand(grad.shape).clone()
             call["grad_output"] = grad
+            backward = ctx.student(dict(plain, grad_output=grad), check.timeout)
+            if not backward.get("ok"):
+                seen.failed(plain, backward)  # the backward fails on contiguous inputs too: not the views' doing
+                return
         got = ctx.student(call, check.timeout, "calling your code with views")
         if not got.get("ok") and WRITES_INTO_BROADCAST in str((got.get("exception") or {}).get("message", "")):
             # an in-place write into an argument, which a broadcast view refuses: inputs_unchanged owns that bug,

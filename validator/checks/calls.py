@@ -153,15 +153,16 @@ class Unobserved:
         self.first: Exception | None = None
 
     def failed(self, call: dict, result: dict) -> None:
+        from validator.context import is_grader_failure
+
         self.failures += 1
-        if self.first is None:
-            from validator.context import is_grader_failure
+        if self.first is None or is_grader_failure(result):
             try:
                 raise_if_failed(self.ctx, call, result)
             except Exception as exc:  # noqa: BLE001 - CheckErrored or GraderFailure: kept to raise at the end
-                self.first = exc
-            if is_grader_failure(result):
-                raise self.first
+                self.first = self.first or exc
+                if is_grader_failure(result):
+                    raise  # every time (a case Hypothesis replays must fail the same way)
 
     def done(self) -> None:
         if not self.observed and self.first is not None:

@@ -3,7 +3,9 @@
 MAY_FAIL = ["boundary_ids", "gradcheck", "int32_ids", "keeps_weight_dtype", "matches_reference",
             "memory_independent_of_vocab", "no_library_embedding_runtime", "no_library_embedding_source",
             "output_shape", "repeated_ids_accumulate", "scalar_id", "signature", "speed",
-            "untouched_rows_zero", "vectorised", "weight_gradient", "zero_size_ids"]
+            "untouched_rows_zero", "vectorised", "weight_gradient", "zero_size_ids",
+            # every call fails, so the self-comparing checks observe nothing and report that error
+            "inputs_as_views", "inputs_unchanged"]
 
 
 def embedding(weight, token_ids):

@@ -7,7 +7,9 @@ from torch import nn
 
 MAY_FAIL = ["parameters", "parameter_count", "output_shape", "matches_reference", "no_library_linear_source",
             "square_weight", "homogeneous", "gradients", "forward_keeps_weights", "init_distribution",
-            "init_independent", "no_library_linear_runtime"]
+            "init_independent", "no_library_linear_runtime",
+            # the test weights cannot be loaded, so the self-comparing checks observe nothing and say so
+            "calls_in_sequence", "input_unchanged", "input_views"]
 
 
 class Linear(nn.Module):

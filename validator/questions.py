@@ -402,7 +402,7 @@ def numbers_text(values: dict[str, Any]) -> str:
 
 
 def show_number(value: float) -> str:
-    """A number as a person reads it: exact integers whole (38597376), others to 6 significant figures."""
+    """A number as a person reads it: exact integers whole (12345678), others to 6 significant figures."""
     value = float(value)
     if value.is_integer() and abs(value) < 1e15:
         return str(int(value))

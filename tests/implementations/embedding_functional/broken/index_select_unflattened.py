@@ -5,7 +5,9 @@ import torch
 MAY_FAIL = ["boundary_ids", "gradcheck", "int32_ids", "keeps_weight_dtype", "matches_reference",
             "no_library_embedding_runtime", "no_library_embedding_source", "output_shape",
             "repeated_ids_accumulate", "scalar_id", "speed", "untouched_rows_zero", "vectorised",
-            "weight_gradient", "zero_size_ids"]
+            "weight_gradient", "zero_size_ids",
+            # views are drawn with several ID dimensions too, where the unflattened index fails
+            "inputs_as_views"]
 
 
 def embedding(token_ids, weight):

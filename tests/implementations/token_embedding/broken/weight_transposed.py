@@ -6,7 +6,9 @@ from torch import nn
 MAY_FAIL = ["boundary_ids", "forward_keeps_weights", "gradcheck", "id_too_large_raises", "int32_ids",
             "matches_reference", "memory_independent_of_vocab", "no_library_embedding_runtime",
             "no_library_embedding_source", "output_shape", "parameters", "repeated_ids_accumulate",
-            "scalar_id", "speed", "untouched_rows_zero", "vectorised", "weight_gradient", "zero_size_ids", "several_ids_too_large_raise"]
+            "scalar_id", "speed", "untouched_rows_zero", "vectorised", "weight_gradient", "zero_size_ids", "several_ids_too_large_raise",
+            # the test weights cannot be loaded, so the self-comparing checks observe nothing and say so
+            "calls_in_sequence", "ids_as_views", "ids_unchanged"]
 MESSAGES = {"id_too_large_raises": "not an exception of your code"}
 
 

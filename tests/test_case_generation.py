@@ -58,3 +58,46 @@ def test_imported_local_constants_do_not_change_generated_cases(tmp_path):
     assert len(plain) >= 20
     assert _cases(str(tmp_path / "constants_galore.py")) == plain
     assert _cases(str(ROOT / "reference" / "layers.py")) == plain  # live grading imports the reference
+
+
+# -- views among the inputs (input_views) ------------------------------------------------------------
+def test_a_strided_layout_refuses_every_view_that_merges_axes_and_keeps_the_values():
+    import torch
+
+    from validator.runner import as_layout
+
+    for shape in [(2, 2, 3), (2, 3, 4, 5), (4, 2, 2)]:
+        value = torch.randn(shape)
+        view = as_layout(value, {"kind": "strided"}, requires_grad=True)
+        assert torch.equal(view.detach(), value) and not view.is_contiguous()
+        for merge in [(-1, shape[-1]), (shape[0] * shape[1], *shape[2:])]:
+            try:
+                view.view(*merge)
+            except RuntimeError:
+                continue
+            raise AssertionError(f"{shape}: .view{merge} of a strided layout worked")
+        view.sum().backward()  # the storage is the leaf that requires grad
+        assert view.is_leaf is False
+
+
+def test_input_views_draws_two_leading_dims_of_two_or_more_where_the_spec_allows():
+    """x.view(-1, d) works on any layout of a 1-d or 2-d x: input_views needs axes to merge."""
+    from hypothesis import given, settings
+
+    from validator import paths
+    from validator.cases import case_strategy
+    from validator.checks.inputs import _roomy
+    from validator.spec import load_catalogue
+
+    challenge = load_catalogue(paths.challenges_dir())["linear"]
+    entry = challenge.entries["Linear"]
+    leads = []
+
+    @settings(max_examples=30, database=None)
+    @given(case_strategy(challenge, entry, _roomy(challenge, entry, {})))
+    def collect(case):
+        leads.append(tuple(case.inputs["x"].shape[:-1]))
+
+    collect()
+    assert leads and all(len(lead) >= 2 and min(lead) >= 2 for lead in leads), leads
+    assert _roomy(challenge, entry, {"x": {"max_leading_dims": 1}})["x"]["min_leading_dims"] == 1

@@ -39,8 +39,6 @@ def _verdicts(folder: Path, name: str) -> dict:
 
 
 @pytest.mark.thorough
-@pytest.mark.xfail(reason="issue 22 follow-up: a rope mutant of the generated class also fails input_views, a "
-                          "pattern no seeded bug explains yet", strict=False)
 def test_a_generated_class_of_200(tmp_path, monkeypatch):
     kinds = _bench().generate_class(tmp_path / "subs", 200, challenges=CHALLENGES, seed=3, copies=10)
     signatures = sigs.build(challenges=CHALLENGES, workers=2, timeout=120, stream=io.StringIO())

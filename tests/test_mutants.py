@@ -43,8 +43,8 @@ def test_broken_variant_costs_only_its_declared_checks(challenge, path):
     _assert_holds(path, [(0, result)])
 
 
-# Open (issue 22): input_views draws no layout that .view() refuses on some seeds, so this bug escapes there.
-NOT_CAUGHT_ON_EVERY_SEED = {("linear", "flattens_with_view.py"): "issue 22, open: input_views misses .view() on some seeds"}
+# Broken files a check catches on some seeds only, each with the reason it is still an xfail (none today).
+NOT_CAUGHT_ON_EVERY_SEED: dict[tuple[str, str], str] = {}  # (challenge, file) -> why it is an xfail for now
 
 
 @pytest.mark.thorough

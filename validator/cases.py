@@ -168,17 +168,19 @@ def _shape_strategy(spec: InputSpec, dims: dict[str, int]) -> st.SearchStrategy:
     override with an explicit ``shape``), which take this path's ``None not in fixed`` branch.
     """
     return _shapes(tuple(None if d == "..." else int(resolve(d, dims)) for d in spec.shape),
-                   spec.max_side, spec.max_leading_dims)
+                   spec.max_side, spec.max_leading_dims, spec.min_leading_dims, spec.min_side)
 
 
 @functools.lru_cache(maxsize=1024)
-def _shapes(fixed: tuple[int | None, ...], max_side: int, max_leading_dims: int) -> st.SearchStrategy:
+def _shapes(fixed: tuple[int | None, ...], max_side: int, max_leading_dims: int, min_leading_dims: int = 0,
+            min_side: int = 1) -> st.SearchStrategy:
     """The strategy behind :func:`_shape_strategy`, made once per distinct shape: hypothesis
     validates every strategy object the first time it draws from it, which costs more than a draw."""
     if None not in fixed:
         return st.just(fixed)
-    min_lead = 1 if len(fixed) == 1 else 0  # a bare `...` with no leading dim would be a 0-d input
-    lead = st.lists(st.integers(1, max(max_side, 1)), min_size=min(min_lead, max_leading_dims),
+    min_lead = max(min_leading_dims, 1 if len(fixed) == 1 else 0)  # a bare `...` with no leading dim: 0-d
+    high = max(max_side, 1)
+    lead = st.lists(st.integers(min(min_side, high), high), min_size=min(min_lead, max_leading_dims),
                     max_size=max_leading_dims)
     where = fixed.index(None)
     return lead.map(lambda xs: fixed[:where] + tuple(xs) + fixed[where + 1:])
@@ -473,4 +475,6 @@ def describe_layout(layout: dict, dim: int) -> str:
     kind, axis = layout["kind"], layout.get("axis", -1) % max(dim, 1)
     return {"transposed": "a transposed view (x.transpose(-2, -1) of a tensor stored the other way round)",
             "sliced": f"a strided slice (every other element of a longer tensor along axis {axis})",
-            "expanded": f"a broadcast view (.expand along axis {axis}: stride 0, one copy in memory)"}[kind]
+            "expanded": f"a broadcast view (.expand along axis {axis}: stride 0, one copy in memory)",
+            "strided": "a strided view (every other element along every axis of a larger tensor: no two axes can "
+                       "be merged by .view())"}[kind]

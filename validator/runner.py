@@ -282,7 +282,7 @@ class Observation:
         marker = self.recorder.marker
         unseen: dict[str, int] = {}
         try:
-            events = self._profiler.function_events
+            roots, everything = profiled_tree(self._profiler)
         except Exception as exc:  # noqa: BLE001 - no profile is itself suspicious
             self.problems.append(f"torch's profiler recorded nothing ({type(exc).__name__})")
             return
@@ -293,10 +293,10 @@ class Observation:
             """The event is the recorder's marker or holds it: the recorder saw this op."""
             key = id(event)
             if key not in seen:
-                seen[key] = event.name == marker or any(recorded(c) for c in event.cpu_children)
+                seen[key] = event.name == marker or any(recorded(c) for c in event.children)
             return seen[key]
 
-        todo = [event for event in events if event.cpu_parent is None]
+        todo = list(roots)
         while todo:
             event = todo.pop()
             if event.name == marker:
@@ -307,14 +307,67 @@ class Observation:
                 continue
             # not an op (a profiler range, an autograd node), or an op that may legitimately bypass the
             # recorder itself: each op it ran is judged on its own
-            todo.extend(event.cpu_children)
-        for event in events:  # every aten op, nested ones included, for the forbidden lists
+            todo.extend(event.children)
+        for event in everything:  # every aten op, nested ones included, for the forbidden lists
             if event.name.startswith("aten::"):
                 self.profiled[event.name] = self.profiled.get(event.name, 0) + 1
         if unseen:
             shown = ", ".join(f"{k.replace('aten::', 'aten.')} x{v}" for k, v in sorted(unseen.items())[:6])
             self.problems.append(f"torch's profiler saw ops that the op recorder never saw ({shown}): "
                                  "the recorder was switched off while they ran")
+
+
+class _Event:
+    __slots__ = ("name", "start", "end", "children")
+
+    def __init__(self, name: str, start: int, end: int):
+        self.name, self.start, self.end, self.children = name, start, end, []
+
+
+def profiled_tree(profiler) -> tuple[list, list]:
+    """The CPU events a finished autograd profiler saw, nested by time on each thread: (roots, all events),
+    each with ``name`` and ``children``.
+
+    Read from the profiler's raw results: ``profiler.function_events`` builds the same tree through a
+    ``FunctionEvent`` per op, about 30 times slower (a third of a traced run's cost in the worker).
+    Where the raw results are not readable (another torch), the function events are used instead."""
+    try:
+        raw = profiler.kineto_results.events()
+        rows = [(e.start_thread_id(), e.start_ns(), e.start_ns() + e.duration_ns(), e.name())
+                for e in raw if str(e.device_type()).endswith("CPU") and e.name() not in _PROFILER_OWN
+                and not e.is_hidden_event() and not e.is_async() and e.start_thread_id() == e.end_thread_id()]
+    except (AttributeError, TypeError):
+        events = profiler.function_events
+        nodes = {id(e): _Event(e.name, 0, 0) for e in events}
+        for e in events:
+            nodes[id(e)].children = [nodes[id(c)] for c in e.cpu_children if id(c) in nodes]
+        return [nodes[id(e)] for e in events if e.cpu_parent is None], list(nodes.values())
+    rows.sort(key=lambda r: (r[0], r[1], -r[2]))
+    roots: list[_Event] = []
+    everything: list[_Event] = []
+    stack: list[_Event] = []
+    thread = None
+    for tid, start, end, name in rows:
+        if tid != thread:
+            thread, stack = tid, []
+        event = _Event(name, start, end)
+        everything.append(event)
+        while stack and not (stack[-1].start <= start and end <= stack[-1].end):
+            stack.pop()
+        (stack[-1].children if stack else roots).append(event)
+        stack.append(event)
+    merged = set()
+    for event in everything:  # an op whose only child is an op of its own name is one op (as torch counts)
+        while len(event.children) == 1 and event.children[0].name == event.name:
+            merged.add(id(event.children[0]))
+            event.children = event.children[0].children
+    return roots, [e for e in everything if id(e) not in merged]
+
+
+# the profiler's own bookkeeping, which torch leaves out of its function events too
+_PROFILER_OWN = frozenset({"[memory]", "[OutOfMemory]", "profiler::_record_function_enter",
+                           "profiler::_record_function_enter_new", "profiler::_record_function_exit",
+                           "aten::is_leaf", "aten::output_nr", "aten::_version"})
 
 
 def _mode_stack() -> list:
@@ -784,7 +837,7 @@ def skip_absent_device_seeding() -> None:
 
 # -- inputs as a caller passes them: views of other storage, inference, left as they were ---------------
 
-LAYOUTS = ("transposed", "sliced", "expanded")
+LAYOUTS = ("transposed", "sliced", "expanded", "strided")
 
 
 def prepare_inputs(items: list[dict], device: str | None, *, inference: bool = False) -> list:
@@ -814,7 +867,9 @@ def as_layout(value: torch.Tensor, layout: dict, requires_grad: bool = False) ->
     - ``transposed``: stored with the last two axes swapped, viewed back with ``.transpose(-2, -1)``;
     - ``sliced``: every other element of a storage twice as long along ``axis`` (NaN, or 0, between them);
     - ``expanded``: one slice along ``axis`` broadcast with ``.expand`` (stride 0): the values must already
-      be equal along that axis (the case generator makes them so).
+      be equal along that axis (the case generator makes them so);
+    - ``strided``: every other element along *every* axis of a storage twice as long in each: no two axes
+      can be merged, so any ``.view()`` that flattens axes raises, whatever the shape.
     """
     kind = layout.get("kind")
     axis = int(layout.get("axis", -1))
@@ -827,6 +882,12 @@ def as_layout(value: torch.Tensor, layout: dict, requires_grad: bool = False) ->
     elif kind == "expanded":
         base = value.narrow(axis, 0, 1).contiguous()
         view = (lambda b: b.expand(value.shape))
+    elif kind == "strided":
+        every_other = tuple(slice(None, None, 2) for _ in range(value.dim()))
+        base = torch.full([2 * s for s in value.shape], float("nan") if value.dtype.is_floating_point else 0,
+                          dtype=value.dtype, device=value.device)
+        base[every_other] = value
+        view = (lambda b: b[every_other])
     else:
         filler = torch.full_like(value, float("nan") if value.dtype.is_floating_point else 0)
         base = torch.stack((value, filler), dim=axis + 1).flatten(axis, axis + 1)

@@ -22,9 +22,8 @@ from validator.checks import register
 from validator.checks.behaviour import CaseParams, for_cases, strategy
 from validator.checks.calls import Unobserved, self_mismatch
 from validator.checks.common import CheckFailed, entry_of, raise_if_failed
-from validator.compare import mismatch, tolerance_for
+from validator.compare import tolerance_for
 from validator.context import Context
-from validator.runner import LAYOUTS
 from validator.spec.schema import CheckSpec, ToleranceSpec
 
 
@@ -97,7 +96,7 @@ def inputs_unchanged(ctx: Context, check: CheckSpec, p: UnchangedParams) -> str:
 
 class ViewsParams(CaseParams):
     # the kinds of view drawn among the inputs: each tensor argument is contiguous or one of these, one at least not
-    layouts: list[Literal["transposed", "sliced", "expanded"]] = list(LAYOUTS)
+    layouts: list[Literal["transposed", "sliced", "expanded"]] = ["transposed", "sliced", "expanded"]
     tolerance: Optional[dict[str, ToleranceSpec] | str] = None
     backward: bool = True
 
@@ -117,15 +116,20 @@ class ViewsParams(CaseParams):
 def input_views(ctx: Context, check: CheckSpec, p: ViewsParams) -> str:
     """Tensor arguments passed as non-contiguous views (transposed, strided slices, broadcasts) give the output the
     same values give as contiguous tensors (and a backward that runs). The layer is compared with itself: a
-    formula wrong for every layout is the other checks' business."""
+    formula wrong for every layout is the other checks' business.
+
+    Each case is called twice with views: once with the drawn layouts (which may leave a ``.view()`` that merges
+    other axes working), and once with every tensor argument strided along every axis, which no ``.view()``
+    that merges axes accepts; and ``...`` stands for two leading dims of two or more, so there are axes to merge."""
     name, entry = entry_of(ctx, check)
     spec_tol = p.tolerance if p.tolerance is not None else ctx.challenge.tolerance
     dtype = getattr(torch, p.dtype) if p.dtype else torch.get_default_dtype()
     checked = [0]
     seen = Unobserved(ctx, name)
+    roomy = p.model_copy(update={"inputs": _roomy(ctx.challenge, entry, p.inputs)})
 
     def make(where):
-        return with_layouts(strategy(ctx, check, p, where), ctx.challenge, entry, tuple(p.layouts))
+        return with_layouts(strategy(ctx, check, roomy, where), ctx.challenge, entry, tuple(p.layouts))
 
     def body(case):
         plain = ctx.build_call(name, case, want=["output"], state=_state(ctx, name, case, dtype), train=p.train,
@@ -156,19 +160,55 @@ def input_views(ctx: Context, check: CheckSpec, p: ViewsParams) -> str:
             # so the same views are graded again with the broadcasts made strided slices
             call = _without_broadcasts(call)
             got = ctx.student(call, check.timeout, "calling your code with views")
-        shown = "; ".join(f"{arg} as {describe_layout(item['layout'], case.inputs[arg].dim())}"
-                          for arg, item in zip(entry.call, call["inputs"]) if item.get("layout"))
-        got = raise_if_failed(ctx, call, got, during=f"with {shown} (the same values, contiguous, work)")
-        atol, rtol = tolerance_for(ref.dtype, spec_tol) if isinstance(ref, torch.Tensor) else (0.0, 0.0)
-        problem = self_mismatch(got["output"], ref, atol=atol, rtol=rtol,
-                                what="output (compared with your own output for the same values, contiguous)")
-        if problem:
-            raise CheckFailed(f"with {shown}: {problem}: a view holds the same values as a contiguous tensor, only "
-                              "laid out differently in memory, so the result must not change")
+        _same_as_contiguous(ctx, case, entry, call, got, ref, spec_tol)
+        strided = _all_strided(call, entry, case)
+        if strided is not None:
+            _same_as_contiguous(ctx, case, entry, strided,
+                                ctx.student(strided, check.timeout, "calling your code with views"), ref, spec_tol)
         checked[0] += 1
     for_cases(ctx, check, p, body, make_strategy=make)
     seen.done()
-    return f"{checked[0]} generated calls with views among the inputs ({', '.join(p.layouts)}), each as with contiguous inputs"
+    return f"{checked[0]} generated calls with views among the inputs ({', '.join(p.layouts)}, then all strided), " \
+           "each as with contiguous inputs"
+
+
+def _same_as_contiguous(ctx: Context, case, entry, call: dict, got: dict, ref, spec_tol) -> None:
+    shown = "; ".join(f"{arg} as {describe_layout(item['layout'], case.inputs[arg].dim())}"
+                      for arg, item in zip(entry.call, call["inputs"]) if item.get("layout"))
+    got = raise_if_failed(ctx, call, got, during=f"with {shown} (the same values, contiguous, work)")
+    atol, rtol = tolerance_for(ref.dtype, spec_tol) if isinstance(ref, torch.Tensor) else (0.0, 0.0)
+    problem = self_mismatch(got["output"], ref, atol=atol, rtol=rtol,
+                            what="output (compared with your own output for the same values, contiguous)")
+    if problem:
+        raise CheckFailed(f"with {shown}: {problem}: a view holds the same values as a contiguous tensor, only "
+                          "laid out differently in memory, so the result must not change")
+
+
+def _roomy(challenge, entry, overrides: dict) -> dict:
+    """The check's input overrides, with every ``...`` input given two leading dims of two or more where its
+    spec allows (and the check does not say otherwise): a 1-d or 2-d ``x`` has no axes that ``.view(-1, d)``
+    would need to merge, so a view bug could not show."""
+    out = {name: dict(o) for name, o in overrides.items()}
+    for name in entry.call:
+        spec = challenge.inputs[name]
+        if "..." not in spec.shape or spec.type == "value":
+            continue
+        mine = out.setdefault(name, {})
+        mine.setdefault("min_leading_dims", min(2, mine.get("max_leading_dims", spec.max_leading_dims)))
+        mine.setdefault("min_side", max(1, min(2, mine.get("max_side", spec.max_side))))
+    return out
+
+
+def _all_strided(call: dict, entry, case) -> dict | None:
+    """The call with every tensor argument of one element or more strided along every axis (None: no such
+    argument, or the drawn call already passes them so)."""
+    items, any_view = [], False
+    for arg, item in zip(entry.call, call["inputs"]):
+        value = case.inputs.get(arg)
+        if isinstance(value, torch.Tensor) and value.dim() and value.numel():
+            item, any_view = dict(item, layout={"kind": "strided"}), True
+        items.append(item)
+    return dict(call, inputs=items) if any_view else None
 
 
 # torch's error for a write into a tensor whose elements share memory (an .expand()ed view)

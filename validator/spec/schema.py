@@ -124,6 +124,10 @@ class InputSpec(Strict):
     choices: list[Any] = Field(default_factory=list)
     max_leading_dims: int = Field(3, ge=0, le=6)
     max_side: int = Field(4, ge=0, le=64)
+    # the fewest leading dims `...` stands for, and the smallest side each has (input_views asks for 2 and 2:
+    # a view can only be told from a contiguous tensor where there are axes to merge)
+    min_leading_dims: int = Field(0, ge=0, le=6)
+    min_side: int = Field(1, ge=1, le=64)
     # type mask: a boolean (..., queries, keys) tensor, True = may attend. "causal" is the lower
     # triangle; "random" keeps each element with probability 1/2 and at least one key per query.
     pattern: Optional[Literal["causal", "random"]] = None
@@ -145,6 +149,11 @@ class InputSpec(Strict):
             raise ValueError(f"unsupported dtype {self.dtype!r}")
         if self.shape.count("...") > 1:
             raise ValueError("`...` may appear at most once in a shape")
+        if self.min_leading_dims > self.max_leading_dims:
+            raise ValueError(f"min_leading_dims ({self.min_leading_dims}) is above max_leading_dims "
+                             f"({self.max_leading_dims})")
+        if self.min_side > max(self.max_side, 1):
+            raise ValueError(f"min_side ({self.min_side}) is above max_side ({self.max_side})")
         if self.choices and self.type != "value":
             raise ValueError("`choices` is for inputs of type value")
         if isinstance(self.inject, list) and not self.inject:

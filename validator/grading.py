@@ -121,7 +121,7 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
         why_not = check.not_through_adapter or test.not_through_adapter
         if why_not and ctx.adapted(entry_name):
             raise NotGraded(why_not.format(function=ctx.target(entry_name).attr))
-        note = test.fn(ctx, check, params)
+        note = checks.run_check_fn(test.fn, ctx, check, params)
         message = note or ""
     except NotGraded as exc:
         ctx.worker.current_check = None

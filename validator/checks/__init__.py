@@ -130,30 +130,44 @@ class _Stop(Exception):
 
 
 def for_all(ctx: Context, check: CheckSpec, strategy, body: Callable[[Any], None],
-            max_examples: int | None = None) -> int:
+            max_examples: int | None = None, variant: Any = None) -> int:
     """Run ``body(case)`` over generated cases; raise with the minimal failing case.
 
     A hang or crash stops generation at once: every later example (including
     hypothesis's shrinking replays) re-raises the first failure without calling
     the worker again, so one infinite loop costs one timeout, not hundreds.
+
+    Cases depend on the spec, the check and its seed alone, so hypothesis draws the same ones for
+    every layer that passes: once a check has passed, its cases are replayed from memory for the next
+    layer graded in this process (a batch slot, a test session). A replayed case that does not simply
+    pass raises :class:`ReplayMissed`, and :func:`run_check_fn` runs the whole check again without
+    replays, so hypothesis finds and shrinks the failure as it always does, with the check's own
+    bookkeeping fresh. ``variant`` tells apart the strategies one check uses (its regimes).
     """
-    state: dict[str, Any] = {"runs": 0, "last": None, "stop": None}
+    settings = ctx.settings
+    if max_examples is not None:
+        settings = Settings(settings, max_examples=min(max_examples, settings.max_examples))
+    key = _replay_key(ctx, check, settings, variant)
+    cached = _REPLAY.get(key) if key is not None else None
+    if cached is not None:
+        _replay(cached, body)
+        return len(cached)
+    state: dict[str, Any] = {"runs": 0, "last": None, "stop": None, "passed": []}
 
     def prop(case):
         if state["stop"] is None:
             state["last"] = case
+            kept = _fresh(case)
             try:
                 body(case)
             except (WorkerFailure, NotGraded) as exc:
                 state["stop"] = (exc, case)
             else:
                 state["runs"] += 1  # only inputs that were checked: a rejected one never gets here
+                state["passed"].append(kept)
         if state["stop"] is not None:
             raise _Stop()  # one raise site, so hypothesis sees one consistent failure
 
-    settings = ctx.settings
-    if max_examples is not None:
-        settings = Settings(settings, max_examples=min(max_examples, settings.max_examples))
     wrapped = hyp_seed(ctx.check_seed(check.id))(settings(given(strategy)(prop)))
     try:
         with with_reporter(lambda *_: None):
@@ -171,7 +185,92 @@ def for_all(ctx: Context, check: CheckSpec, strategy, body: Callable[[Any], None
         raise again from None
     except HypothesisException as exc:
         raise RuntimeError(f"hypothesis could not run this check: {exc}") from None
+    if key is not None and state["passed"]:
+        _remember(key, state["passed"])
     return state["runs"]
+
+
+# (spec, check, seed, settings, variant) -> the cases a passing run of that check was given, in order
+_REPLAY: dict[tuple, list] = {}
+_REPLAY_LIMIT = 4096
+_SPEC_DIGESTS: dict[int, tuple[Any, str]] = {}
+
+
+class ReplayMissed(BaseException):
+    """A remembered case did not simply pass (a BaseException, so no check's own handler takes it)."""
+
+
+_NO_REPLAY = [0]
+
+
+def run_check_fn(fn: Callable[..., Any], ctx: Context, check: CheckSpec, params: Any) -> Any:
+    """``fn(ctx, check, params)``, run once more without replayed cases if a replayed case missed."""
+    try:
+        return fn(ctx, check, params)
+    except ReplayMissed:
+        pass
+    ctx.figures = []
+    _NO_REPLAY[0] += 1
+    try:
+        return fn(ctx, check, params)
+    finally:
+        _NO_REPLAY[0] -= 1
+
+
+def _replay_key(ctx: Context, check: CheckSpec, settings, variant) -> tuple | None:
+    import hashlib
+    import os
+
+    import torch
+
+    if _NO_REPLAY[0] or os.environ.get("VALIDATOR_NO_REPLAY"):
+        return None
+    challenge = ctx.challenge
+    known = _SPEC_DIGESTS.get(id(challenge))
+    if known is None or known[0] is not challenge:
+        known = (challenge, hashlib.sha256(challenge.model_dump_json().encode()).hexdigest())
+        if len(_SPEC_DIGESTS) > 256:
+            _SPEC_DIGESTS.clear()
+        _SPEC_DIGESTS[id(challenge)] = known
+    return (known[1], check.id, repr(variant), ctx.check_seed(check.id), settings.max_examples,
+            tuple(settings.phases), settings.derandomize, str(torch.get_default_dtype()))
+
+
+def _remember(key: tuple, cases: list) -> None:
+    if len(_REPLAY) >= _REPLAY_LIMIT:
+        _REPLAY.pop(next(iter(_REPLAY)))
+    _REPLAY[key] = cases
+
+
+def _fresh(case):
+    """A copy of ``case`` whose tensors no body can have changed in place."""
+    import copy
+
+    import torch
+
+    out = copy.copy(case)
+    out.inputs = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in case.inputs.items()}
+    out.notes = list(case.notes)
+    return out
+
+
+def _replay(cases: list, body: Callable[[Any], None]) -> None:
+    """Run ``body`` on each remembered case as hypothesis would (its global PRNGs seeded alike); raise
+    :class:`ReplayMissed` as soon as one does not simply pass. A hang or crash ends the check as it ends
+    the hypothesis run (on the case it happened on), so a timeout is not waited for twice."""
+    from hypothesis.internal.entropy import deterministic_PRNG
+
+    for case in cases:
+        case = _fresh(case)
+        try:
+            with deterministic_PRNG():
+                body(case)
+        except NotGraded:
+            raise
+        except WorkerFailure as exc:  # as the hypothesis run ends on it (a hang is not waited for twice)
+            raise CheckErrored(f"{exc}\n  input: {case.summary()}") from None
+        except Exception:  # noqa: BLE001 - a failure is reported by the full hypothesis run, never from here
+            raise ReplayMissed() from None
 
 
 def default_settings(profile: str) -> Settings:
@@ -179,5 +278,5 @@ def default_settings(profile: str) -> Settings:
     return get_settings(profile)
 
 
-__all__ = ["register", "get", "for_all", "Params", "REGISTRY", "validate_check_params",
+__all__ = ["register", "get", "for_all", "run_check_fn", "ReplayMissed", "Params", "REGISTRY", "validate_check_params",
            "params_of", "CheckFailed", "CheckErrored", "HealthCheck"]

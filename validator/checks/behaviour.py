@@ -91,7 +91,7 @@ def for_cases(ctx: Context, check: CheckSpec, p: CaseParams, body, make_strategy
     runs = 0
     for regime in p.regimes:
         try:
-            runs += for_all(ctx, check, make(regime), body, p.max_examples)
+            runs += for_all(ctx, check, make(regime), body, p.max_examples, variant=regime)
         except (CheckFailed, CheckErrored) as exc:
             again = type(exc)(f"with {' and '.join(regime)}: {exc}")
             if hasattr(exc, "review"):

@@ -1,0 +1,49 @@
+"""Replayed cases (validator.checks.for_all) change no verdict, only the time a passing check takes.
+
+A check that passed once in this process replays its cases from memory for the next layer; a case
+that does not pass makes the whole check run again under hypothesis, which finds and shrinks the
+failure as before. So a broken layer graded after a correct one must get exactly the verdicts and
+messages it gets with replays switched off.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import IMPLEMENTATIONS, ROOT, catalogue
+from validator import checks
+from validator.api import grade
+from validator.worker.client import Worker
+
+CHALLENGES = ["softmax", "linear", "rope"]
+
+
+def _verdicts(path, challenges, seed=5):
+    with Worker(path) as worker:
+        report = grade(path, challenges=challenges, seed=seed, profile="quick", answers={}, worker=worker,
+                       catalogue=catalogue())
+    # a timed check's message carries its measured times, which differ from run to run
+    return {(ch.id, c.id): (c.status, c.score, c.message if c.kind != "performance" else "")
+            for ch in report.challenges for c in ch.checks}
+
+
+@pytest.fixture(scope="module")
+def remembered():
+    checks._REPLAY.clear()
+    first = _verdicts(ROOT / "reference" / "layers.py", CHALLENGES)
+    assert checks._REPLAY, "a passing catalogue run left no cases to replay"
+    return first
+
+
+def test_a_correct_layer_replayed_gets_the_same_report(remembered):
+    assert _verdicts(ROOT / "reference" / "layers.py", CHALLENGES) == remembered
+
+
+@pytest.mark.parametrize("challenge,name", [("softmax", "no_max_subtraction.py"), ("linear", "flattens_with_view.py"),
+                                            ("rope", "pairs_by_view.py"), ("linear", "x_matmul_w.py")])
+def test_a_broken_layer_gets_the_same_verdicts_with_and_without_replays(remembered, monkeypatch, challenge, name):
+    path = IMPLEMENTATIONS / challenge / "broken" / name
+    replayed = _verdicts(path, [challenge])
+    monkeypatch.setenv("VALIDATOR_NO_REPLAY", "1")
+    assert _verdicts(path, [challenge]) == replayed
+    assert any(status != "passed" for status, _, _ in replayed.values())

@@ -201,7 +201,7 @@ def _roomy(challenge, entry, overrides: dict) -> dict:
 
 def _all_strided(call: dict, entry, case) -> dict | None:
     """The call with every tensor argument of one element or more strided along every axis (None: no such
-    argument, or the drawn call already passes them so)."""
+    argument)."""
     items, any_view = [], False
     for arg, item in zip(entry.call, call["inputs"]):
         value = case.inputs.get(arg)

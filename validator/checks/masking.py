@@ -62,6 +62,9 @@ class MaskedParams(CaseParams):
         for name in self.state_scale:
             if name not in entry.parameters:
                 problems.append((("state_scale", name), f"{name!r} is not among the entry's parameters"))
+        if not self.magnitudes and not self.state_scale:
+            problems.append(((), "give `magnitudes` or `state_scale`: without either the scaled run repeats the "
+                                 "ordinary one, and the check could never fail"))
         return problems
 
 

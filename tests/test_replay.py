@@ -47,3 +47,15 @@ def test_a_broken_layer_gets_the_same_verdicts_with_and_without_replays(remember
     monkeypatch.setenv("VALIDATOR_NO_REPLAY", "1")
     assert _verdicts(path, [challenge]) == replayed
     assert any(status != "passed" for status, _, _ in replayed.values())
+
+
+def test_forked_graders_send_their_cases_home():
+    """A --watch regrade is forked from the grader that ran the first report: the cases the first
+    report's forked graders remembered must be there to inherit."""
+    checks._REPLAY.clear()
+    path = ROOT / "reference" / "layers.py"
+    with Worker(path) as worker:
+        grade(path, challenges=CHALLENGES, seed=7, profile="quick", answers={}, worker=worker,
+              catalogue=catalogue(), jobs=2)
+    digests = {key[0] for key in checks._REPLAY}
+    assert len(digests) == len(CHALLENGES), "some challenge graded in a forked grader left no cases here"

@@ -5,7 +5,9 @@ after the grader has imported torch and loaded the reference, ``os.fork`` gives 
 for free. Every child grades its share with its own worker and sends each ChallengeResult back
 as soon as it is done; the parent hands them to ``on_challenge`` in catalogue order. Student code
 never runs in these children (it runs in their workers), so what they send back is the grader's
-own data. A child that dies leaves its challenges to the parent, which grades them itself.
+own data: each result, and the cases its passing checks were given (``validator.checks.for_all``), so
+that a run forked from the parent later (a ``--watch`` regrade) replays them instead of drawing them.
+A child that dies leaves its challenges to the parent, which grades them itself.
 
 Who grades what is decided as the run goes, not up front: challenges differ tenfold in cost (the
 transformer embedding has 45 checks, softmax 17), so fixed shares leave one grader idle while
@@ -24,6 +26,7 @@ import struct
 import time
 from typing import Callable, Sequence
 
+from validator.checks import remember_cases, remembered_keys, remembered_since
 from validator.results import ChallengeResult
 from validator.spec import Challenge
 from validator.worker.client import Worker, flush_std_streams
@@ -138,7 +141,8 @@ def _collect(children, results, emit_ready, own, claims, selected, worker, grade
                 index, size = _FRAME.unpack_from(buf)
                 if len(buf) < _FRAME.size + size:
                     break
-                results[index] = pickle.loads(bytes(buf[_FRAME.size:_FRAME.size + size]))
+                results[index], remembered = pickle.loads(bytes(buf[_FRAME.size:_FRAME.size + size]))
+                remember_cases(remembered)  # a later run forked from here (a --watch regrade) replays them
                 del buf[:_FRAME.size + size]
         emit_ready()
 
@@ -171,7 +175,9 @@ def _fork_grader(selected, first: int, order: list[int], claims: _Claims, worker
         try:
             index: int | None = first
             while index is not None:
-                payload = pickle.dumps(grade_one(selected[index], own), protocol=pickle.HIGHEST_PROTOCOL)
+                known = remembered_keys()
+                result = grade_one(selected[index], own)
+                payload = pickle.dumps((result, remembered_since(known)), protocol=pickle.HIGHEST_PROTOCOL)
                 data = _FRAME.pack(index, len(payload)) + payload
                 view = memoryview(data)
                 while view:

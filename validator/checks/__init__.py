@@ -236,6 +236,20 @@ def _replay_key(ctx: Context, check: CheckSpec, settings, variant) -> tuple | No
             tuple(settings.phases), settings.derandomize, str(torch.get_default_dtype()))
 
 
+def remembered_keys() -> set:
+    return set(_REPLAY)
+
+
+def remembered_since(known: set) -> dict:
+    """The cases remembered since :func:`remembered_keys` returned ``known`` (a forked grader sends them home)."""
+    return {k: v for k, v in _REPLAY.items() if k not in known}
+
+
+def remember_cases(entries: dict) -> None:
+    for key, cases in entries.items():
+        _remember(key, cases)
+
+
 def _remember(key: tuple, cases: list) -> None:
     if len(_REPLAY) >= _REPLAY_LIMIT:
         _REPLAY.pop(next(iter(_REPLAY)))

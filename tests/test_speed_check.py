@@ -76,10 +76,18 @@ def test_a_busy_spell_on_the_students_runs_is_measured_again(speed):
 
 
 def test_a_layer_slow_in_every_run_fails_after_every_round(speed):
-    script = Script(itertools.repeat(0.2), itertools.repeat(0.001))
-    with pytest.raises(CheckFailed, match=r"200\.0x; the fastest of 15 interleaved runs each, 3 rounds.*allowed 25x"):
+    script = Script(itertools.repeat(0.05), itertools.repeat(0.001))
+    with pytest.raises(CheckFailed, match=r"50\.0x; the fastest of 15 interleaved runs each, 3 rounds.*allowed 25x"):
         speed(script)
     assert script.student_calls == 1 + 15 and script.reference_calls == 15
+
+
+def test_a_ratio_far_past_the_limit_fails_after_one_round(speed):
+    """200x against a limit of 25x in the minima of five interleaved runs each: no load does that."""
+    script = Script(itertools.repeat(0.2), itertools.repeat(0.001))
+    with pytest.raises(CheckFailed, match=r"200\.0x; the fastest of 5 interleaved runs each, 1 round\).*allowed 25x"):
+        speed(script)
+    assert script.student_calls == 1 + 5 and script.reference_calls == 5
 
 
 def test_far_too_slow_to_be_load_stops_within_its_budget(speed):

@@ -167,6 +167,9 @@ class TimeParams(Params):
     # a round stops early once the student's timed runs have taken this long (at least two runs each):
     # a layer that slow is far past any delay the machine's load adds to a run
     budget_seconds: float = 8.0
+    # a round whose ratio of minima is this many times the limit fails at once: load that slowed every one
+    # of the student's interleaved runs that much, and none of the reference's between them, is not plausible
+    decisive: float = 4.0
 
 
 def _ratio_of_minima(student_seconds: list[float], reference_seconds: list[float]) -> tuple[float, float, float]:
@@ -211,8 +214,8 @@ def time_ratio(ctx: Context, check: CheckSpec, p: TimeParams) -> str:
                 break
         best, ref_best, ratio = _ratio_of_minima(student, reference)
         slow = best > p.floor_seconds and ratio > p.max_ratio
-        if not slow or spent > p.budget_seconds:  # far too slow for load to explain: no need to measure again
-            break
+        if not slow or spent > p.budget_seconds or ratio > p.max_ratio * p.decisive:
+            break  # passed, or far too slow for load to explain: no need to measure again
     summary = (f"{best * 1e3:.2f} ms vs reference {ref_best * 1e3:.2f} ms ({ratio:.1f}x; the fastest of "
                f"{len(student)} interleaved runs each, {rounds} round{'s' if rounds > 1 else ''}) for {p.repeat} "
                f"passes over {tokens[0]} elements each (every pass on inputs of its own)")

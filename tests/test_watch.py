@@ -292,9 +292,10 @@ def test_ctrl_c_stops_the_watch_with_status_zero(tmp_path):
         raise KeyboardInterrupt  # Ctrl-C during the first run; between saves it is the same path
 
     opts = SubmitOptions(student=str(tmp_path), challenges_dir=str(specs), interactive=False, watch=True)
+    before = signal.getsignal(signal.SIGINT)  # the default handler, or SIG_IGN in a runner started in the background
     code = watch_build(opts, console=Console(file=out), first_run=first_run)
     assert code == 0 and "stopped watching" in out.getvalue()
-    assert signal.getsignal(signal.SIGTERM) is not None and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGTERM) is not None and signal.getsignal(signal.SIGINT) is before
 
 
 def test_watch_on_a_notebook_is_a_usage_error_that_says_what_to_do_before_anything_is_graded(tmp_path, capsys,
@@ -354,7 +355,10 @@ def test_watch_regrades_the_edited_challenge_says_what_does_not_parse_and_stops_
     proc = subprocess.Popen([sys.executable, "-m", "validator", "submit-build", "--watch", "--student", str(student),
                              "--no-input", "--seed", "3", "--profile", "quick", "--challenge", "softmax",
                              "--challenge", "rms_norm"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1)
+                            text=True, bufsize=1,
+                            # as a terminal starts it: a runner that ignores SIGINT (a background job) must not
+                            # pass that on, or the Ctrl-C below never arrives
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines: list[str] = []
 
     def read_until(pattern: str, timeout: float = 300.0) -> str:

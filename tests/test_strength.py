@@ -130,6 +130,23 @@ def test_a_mark_matches_by_id_or_star_and_an_unknown_one_is_only_a_warning(tmp_p
     assert unmatched_marks(challenge, ids) == ["entry:L99:gone"]
 
 
+def test_a_mark_wherever_included_holds_in_the_composites_and_a_plain_one_does_not(tmp_path):
+    """A part's mutant that is equivalent whatever calls it is marked once, in the part's spec; a mark that
+    depends on the part's own contract stays there, and each composite judges the mutant for itself."""
+    from validator.instructor.strength import equivalence_reason, inherited_marks
+
+    part = load_challenge(_toy(tmp_path, '- {mutant: "helper:L2:*", reason: "a fresh tensor either way", '
+                                         'wherever_included: true}\n'
+                                         '- {mutant: "entry:L4:*", reason: "the part contract says nothing of it"}\n'))
+    composite = part.model_copy(update={"id": "composite", "strength": type(part.strength)()})
+    catalogue = {part.id: part, composite.id: composite}
+    inherited = inherited_marks(catalogue, composite)
+    assert equivalence_reason(composite, "helper:L2:arith:*->/", inherited) == \
+        f"a fresh tensor either way (marked in {part.id}, wherever included)"
+    assert equivalence_reason(composite, "entry:L4:drop_arg:ValueError[0]", inherited) is None
+    assert inherited_marks(catalogue, part) == []  # a challenge's own marks are not inherited from itself
+
+
 def test_the_self_check_fails_on_an_unmarked_survivor_of_a_current_run(tmp_path, monkeypatch):
     from validator.instructor.fixtures import fingerprint
     from validator.instructor.selfcheck import strength_problems
@@ -341,11 +358,6 @@ def test_a_regime_naming_no_dim_is_a_spec_error(tmp_path):
 
 # -- the catalogue holds the line ----------------------------------------------------------------------
 @pytest.mark.thorough
-@pytest.mark.xfail(reason="issue 22, open: 36 bug-class survivors (a quiet run, 362 s), most of them a part's mutant "
-                          "inside a composite challenge (softmax's in-place and dropped upcast in attention, MHA and the "
-                          "block; RoPE's in-place steps in MHA and the block; the token lookup's view-for-reshape, "
-                          "marked equivalent in token_embedding only), and RoPE/sinusoidal table dtype and buffer "
-                          "operators: checks or equivalence reasons still to write", strict=False)
 def test_the_catalogue_leaves_no_unmarked_survivor(tmp_path):
     """Every mutant of the reference that can change behaviour is caught; the rest are marked with a reason.
     Cached under .validator-cache/strength, so a rerun after an unrelated change grades nothing."""

@@ -438,10 +438,12 @@ def layout_choices(value: Any, kinds: tuple[str, ...], spec: InputSpec | None = 
 
 
 def with_layouts(strategy: st.SearchStrategy, challenge: Challenge, entry: Entry,
-                 kinds: tuple[str, ...] = ("transposed", "sliced", "expanded")) -> st.SearchStrategy[Case]:
+                 kinds: tuple[str, ...] | None = None) -> st.SearchStrategy[Case]:
     """Cases whose tensor arguments are drawn as contiguous tensors or as views (``case.layouts``: name ->
     ``{"kind", "axis"}``), at least one a view; a broadcast view's values are made equal along its axis first."""
-    return _layouts(strategy, challenge, entry, tuple(kinds))
+    from validator.runner import DRAWN_LAYOUTS
+
+    return _layouts(strategy, challenge, entry, tuple(kinds or DRAWN_LAYOUTS))
 
 
 @st.composite

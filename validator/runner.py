@@ -837,7 +837,9 @@ def skip_absent_device_seeding() -> None:
 
 # -- inputs as a caller passes them: views of other storage, inference, left as they were ---------------
 
-LAYOUTS = ("transposed", "sliced", "expanded", "strided")
+# the views drawn among generated inputs, and the one every argument gets on an extra call (input_views)
+DRAWN_LAYOUTS = ("transposed", "sliced", "expanded")
+LAYOUTS = DRAWN_LAYOUTS + ("strided",)
 
 
 def prepare_inputs(items: list[dict], device: str | None, *, inference: bool = False) -> list:

@@ -157,14 +157,15 @@ def for_all(ctx: Context, check: CheckSpec, strategy, body: Callable[[Any], None
     def prop(case):
         if state["stop"] is None:
             state["last"] = case
-            kept = _fresh(case)
+            kept = _fresh(case) if key is not None else None  # a copy only where it may be replayed
             try:
                 body(case)
             except (WorkerFailure, NotGraded) as exc:
                 state["stop"] = (exc, case)
             else:
                 state["runs"] += 1  # only inputs that were checked: a rejected one never gets here
-                state["passed"].append(kept)
+                if kept is not None:
+                    state["passed"].append(kept)
         if state["stop"] is not None:
             raise _Stop()  # one raise site, so hypothesis sees one consistent failure
 

@@ -24,6 +24,7 @@ from validator.checks.calls import Unobserved, self_mismatch
 from validator.checks.common import CheckFailed, entry_of, raise_if_failed
 from validator.compare import tolerance_for
 from validator.context import Context
+from validator.runner import DRAWN_LAYOUTS
 from validator.spec.schema import CheckSpec, ToleranceSpec
 
 
@@ -96,7 +97,7 @@ def inputs_unchanged(ctx: Context, check: CheckSpec, p: UnchangedParams) -> str:
 
 class ViewsParams(CaseParams):
     # the kinds of view drawn among the inputs: each tensor argument is contiguous or one of these, one at least not
-    layouts: list[Literal["transposed", "sliced", "expanded"]] = ["transposed", "sliced", "expanded"]
+    layouts: list[Literal[DRAWN_LAYOUTS]] = list(DRAWN_LAYOUTS)
     tolerance: Optional[dict[str, ToleranceSpec] | str] = None
     backward: bool = True
 

@@ -34,8 +34,9 @@ class MaskedParams(CaseParams):
     keys: dict[str, int]
     # float inputs scaled by each factor in turn: scores far beyond any finite fill
     magnitudes: dict[str, list[float]] = {}
-    # contract parameters scaled by a factor (scores grow with the query and key projections)
-    state_scale: dict[str, float] = {}
+    # contract parameters scaled by a factor, or by each factor of a list in turn (scores grow with the query
+    # and key projections; a negative factor on one of them flips every score's sign)
+    state_scale: dict[str, float | list[float]] = {}
     # the output's query (or position) axis
     output_axis: int = -2
     tolerance: Optional[dict[str, ToleranceSpec] | Literal["exact", "default"]] = None
@@ -44,6 +45,8 @@ class MaskedParams(CaseParams):
     def _factors(self):
         if any(not v or any(f == 0 or f != f for f in v) for v in self.magnitudes.values()):
             raise ValueError("`magnitudes` lists non-zero factors for each input it names")
+        if any(not f or any(x == 0 or x != x for x in f) for f in map(_factors, self.state_scale.values())):
+            raise ValueError("`state_scale` gives non-zero factors for each parameter it names")
         return self
 
     def check_against(self, challenge, check):
@@ -92,6 +95,10 @@ def _changed(ctx: Context, case: Case, p: MaskedParams, where, seed: int) -> Cas
     return Case(dims=dict(case.dims), inputs=inputs, seed=case.seed, notes=list(case.notes))
 
 
+def _factors(scale: float | list[float]) -> list[float]:
+    return list(scale) if isinstance(scale, list) else [scale]
+
+
 def _scaled(case: Case, magnitudes: dict[str, list[float]], run: int) -> tuple[Case, str]:
     inputs = dict(case.inputs)
     said = []
@@ -109,7 +116,7 @@ def masked_out(ctx: Context, check: CheckSpec, p: MaskedParams) -> str:
     ordinary magnitudes first: a layer that leaks there already (no mask at all, the wrong one) is the business
     of the checks of its mask, and this check leaves it to them."""
     name, entry = entry_of(ctx, check)
-    runs = max((len(v) for v in p.magnitudes.values()), default=1)
+    runs = max([len(v) for v in p.magnitudes.values()] + [len(_factors(v)) for v in p.state_scale.values()] + [1])
     first_key = next(iter(p.keys))
     checked = [0]
 
@@ -175,13 +182,13 @@ def masked_out(ctx: Context, check: CheckSpec, p: MaskedParams) -> str:
         if plain is not None:
             return  # nothing to see, or it leaks at ordinary magnitudes too (the checks of the mask own that)
         seen.observed += 1
-        state = plain_state
-        if state is not None and p.state_scale:
-            state = {k: (v * p.state_scale[k] if k in p.state_scale else v) for k, v in state.items()}
-        scaled_state = ", ".join(f"{k} x {v:g}" for k, v in p.state_scale.items())
         for run in range(runs):
+            factors = {k: (f := _factors(v))[run % len(f)] for k, v in p.state_scale.items()}
+            state = plain_state
+            if state is not None and factors:
+                state = {k: (v * factors[k] if k in factors else v) for k, v in state.items()}
             scaled, how = _scaled(case, p.magnitudes, run)
-            how = ", ".join(x for x in (how, scaled_state) if x)
+            how = ", ".join(x for x in (how, ", ".join(f"{k} x {v:g}" for k, v in factors.items())) if x)
             found = leak(scaled, state, pick)
             if found is not None and found is not NOTHING:
                 query, what, worst, atol, rtol = found
@@ -199,7 +206,7 @@ def masked_out(ctx: Context, check: CheckSpec, p: MaskedParams) -> str:
               make_strategy=lambda where: st.tuples(strategy(ctx, check, p, where), st.integers(0, 2**16)).map(_attach))
     seen.done()
     scaled = ", ".join([f"{k} scaled by {', '.join(f'{f:g}' for f in v)}" for k, v in p.magnitudes.items()]
-                       + [f"{k} x {v:g}" for k, v in p.state_scale.items()])
+                       + [f"{k} scaled by {', '.join(f'{f:g}' for f in _factors(v))}" for k, v in p.state_scale.items()])
     return f"{checked[0]} generated inputs ({scaled}): outputs unchanged by what they may not see"
 
 

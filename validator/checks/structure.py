@@ -250,8 +250,12 @@ def dtype(ctx: Context, check: CheckSpec, p: DtypeParams) -> str:
                               f"have the dtype of its input; {cause}")
         return f"{how}: " + (f"parameters {want_dtype}, " if tensors else "") + f"output {got} like its input"
     if got != want_dtype:
-        raise CheckFailed(f"with {how}, the parameters are {want_dtype} but the output is {got}: do not cast the result"
-                          if judged else f"with {how}, the output is {got}, expected {want_dtype}")
+        if judged and tensors:
+            raise CheckFailed(f"with {how}, the parameters are {want_dtype} but the output is {got}: do not cast "
+                              "the result")
+        advice = (f": return it in the default dtype (compute in a wider one if you like, then .to(torch.{want_dtype}) "
+                  "or .to(torch.get_default_dtype()))" if p.default_dtype else "")
+        raise CheckFailed(f"with {how}, the output is {got}, expected {want_dtype}{advice}")
     return f"{how}: all tensors {want_dtype}"
 
 

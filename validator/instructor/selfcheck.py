@@ -113,7 +113,7 @@ def check_challenge(challenge: Challenge, *, catalogue: dict[str, Challenge], ch
             lost = [x for x in shortfall(report.challenges[0], allow_skipped=True) if not x.startswith("question_")]
             if lost:
                 problems.append("replayed against the frozen results, the reference loses points: " + "; ".join(lost))
-    problems += strength_problems(challenge, reference_file=reference_file)
+    problems += strength_problems(challenge, reference_file=reference_file, catalogue=catalogue)
     report = grade(stub_file, answers={}, reference_mode="live", **common)
     result = report.challenges[0]
     scored = [c for c in result.checks if c.score > 0]
@@ -123,13 +123,14 @@ def check_challenge(challenge: Challenge, *, catalogue: dict[str, Challenge], ch
     return problems
 
 
-def strength_problems(challenge: Challenge, *, reference_file: Path) -> list[str]:
+def strength_problems(challenge: Challenge, *, reference_file: Path,
+                      catalogue: dict[str, Challenge] | None = None) -> list[str]:
     """Survivors of the last full `validator strength` run on this challenge (for the current spec, reference
     and grader) that the spec does not mark equivalent. Without such a run there is nothing to say: the
     self-check reads a summary, it never grades mutants (`validator regenerate --strength` does)."""
     from validator.instructor.strength import unmarked_survivors
 
-    left = unmarked_survivors(challenge, reference_file=reference_file)
+    left = unmarked_survivors(challenge, reference_file=reference_file, catalogue=catalogue)
     if not left:
         return []
     shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")

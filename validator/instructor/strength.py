@@ -30,7 +30,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence, TextIO
+from typing import Any, Mapping, Sequence, TextIO
 
 from validator import paths
 from validator.instructor.mutants import BUG_CLASSES, Mutant, generate, generate_bug_classes
@@ -159,11 +159,22 @@ def _pattern(mark: str):
     return re.compile(".*".join(re.escape(part) for part in mark.split("*")) + r"\Z")
 
 
-def equivalence_reason(challenge, mutant_id: str) -> str | None:
-    """The spec's reason when ``strength.equivalent`` marks this mutant (``*`` in a mark matches any text)."""
+def inherited_marks(catalogue: Mapping[str, Any], challenge) -> list[tuple[str, Any]]:
+    """(challenge id, mark) for the marks of the *other* challenges that say ``wherever_included``: a part's
+    mutant equivalent whatever calls it is equivalent in the composites that include it too."""
+    return [(other.id, mark) for other in catalogue.values() if other.id != challenge.id
+            for mark in other.strength.equivalent if mark.wherever_included]
+
+
+def equivalence_reason(challenge, mutant_id: str, inherited: Sequence[tuple[str, Any]] = ()) -> str | None:
+    """The spec's reason when ``strength.equivalent`` marks this mutant (``*`` in a mark matches any text), or
+    an ``inherited`` mark's reason, naming the challenge that marks it."""
     for mark in challenge.strength.equivalent:
         if _pattern(mark.mutant).match(mutant_id):
             return mark.reason
+    for owner, mark in inherited:
+        if _pattern(mark.mutant).match(mutant_id):
+            return f"{mark.reason} (marked in {owner}, wherever included)"
     return None
 
 
@@ -373,7 +384,8 @@ def strength(*, challenges: Sequence[str] | None = None, jobs: int | None = None
 
     for ch, result, mutants, keys in plans:
         t0 = time.monotonic()
-        marks = {m.id: equivalence_reason(ch, m.id) for m in mutants}
+        inherited = inherited_marks(catalogue, ch)
+        marks = {m.id: equivalence_reason(ch, m.id, inherited) for m in mutants}
         marks = {k: v for k, v in marks.items() if v is not None}
         names = {m.id: name for name, m, c, _ in todo if c.id == ch.id}
         for m in mutants:
@@ -412,6 +424,9 @@ def strength(*, challenges: Sequence[str] | None = None, jobs: int | None = None
                 mr.diff = m.diff(source)
                 mr.reason = marks.get(m.id, "")
                 mr.needs = input_family(m, ch) if status == "survived" else []
+            elif m.id in marks and equivalence_reason(ch, m.id) is None:  # the mark is another challenge's
+                result.warnings.append(f"{m.id} is marked equivalent wherever included, but here {caught_by[0]} "
+                                       f"catches it: {marks[m.id]}; the mark's claim does not hold, so narrow it")
             elif m.id in marks:
                 result.warnings.append(f"{m.id} is marked equivalent in the spec but {caught_by[0]} catches it: "
                                        "remove the mark")
@@ -449,7 +464,8 @@ def strength(*, challenges: Sequence[str] | None = None, jobs: int | None = None
 
 
 # -- the self-check's view --------------------------------------------------------------------------
-def unmarked_survivors(challenge, *, reference_file: Path, cache_dir: str | Path | None = None) -> list[str] | None:
+def unmarked_survivors(challenge, *, reference_file: Path, cache_dir: str | Path | None = None,
+                       catalogue: Mapping[str, Any] | None = None) -> list[str] | None:
     """The survivors of the last full `validator strength` run on ``challenge`` that the spec does not mark
     equivalent; None when there is no such run for the current spec, reference and grader (nothing to say)."""
     from validator.instructor.fixtures import fingerprint
@@ -461,7 +477,8 @@ def unmarked_survivors(challenge, *, reference_file: Path, cache_dir: str | Path
         return None
     if summary.get("fingerprint") != fingerprint(challenge, reference_file=reference_file):
         return None
-    return [m for m in summary.get("survivors", []) if equivalence_reason(challenge, m) is None]
+    inherited = inherited_marks(catalogue, challenge) if catalogue else []
+    return [m for m in summary.get("survivors", []) if equivalence_reason(challenge, m, inherited) is None]
 
 
 def main(*, challenges: Sequence[str] | None = None, json_path: str | None = None, html_path: str | None = None,

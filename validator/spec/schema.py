@@ -363,10 +363,16 @@ class Forbidden(Strict):
 
 class EquivalentMutant(Strict):
     """A mutant of the reference that `validator strength` reports as surviving, which the instructor
-    has judged unable to change behaviour under the contract; ``reason`` says why."""
+    has judged unable to change behaviour under the contract; ``reason`` says why.
+
+    ``wherever_included``: the mutated code behaves like the reference whatever calls it (a ``.view`` of a
+    tensor the function itself just made contiguous), so the mark also holds in every challenge whose entries
+    reach that function (the composites built on it). A mark whose reason depends on this challenge's own
+    contract or inputs leaves it false, and each composite judges the mutant for itself."""
 
     mutant: str = Field(min_length=1)
     reason: str
+    wherever_included: bool = False
 
     @field_validator("reason")
     @classmethod

@@ -5,7 +5,9 @@ Prints the median of N runs for: python -c "import torch"; submit-build on
 token_embedding; on the eight challenges of the embedding module (the catalogue the
 4x target was set for); on the whole catalogue (default --jobs, then --jobs 1);
 and a `--watch` regrade: the time from saving an edit of the reference's `Embedding`
-to the redrawn report of token_embedding, in a watch started on a copy of it. Each line
+to the redrawn report of token_embedding, in a watch started on a copy of it; and the whole
+catalogue as a student runs it, in a handout (`validator release --out`, the reference copied in as
+the student's layers.py, a seed the handout recorded, frozen reference results). Each line
 gives its ratio to the import, measured in the same run on the same machine, so the ratio
 is what to compare across machines; and, where /proc shows it (Linux), the CPU seconds the
 run used (every process, workers included) and their ratio to the import's, which a busy
@@ -29,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EMBEDDING_MODULE = ["token_embedding", "token_embedding_xavier", "embedding_functional",
                     "sinusoidal_positional_encoding", "learned_positional_embedding", "transformer_embedding",
                     "tied_lm_head", "embedding_backward"]
-LINES = ("one", "module", "catalogue", "serial", "watch")
+LINES = ("one", "module", "catalogue", "serial", "handout", "watch")
 
 
 def _children_cpu() -> float:
@@ -113,6 +115,27 @@ def watch_regrade(repeat: int, profile: str) -> tuple[float, float | None]:
     return statistics.median(walls), (statistics.median(cpus) if cpus else None)
 
 
+def handout_catalogue(repeat: int, profile: str) -> tuple[float, float]:
+    """Median seconds (wall, CPU) of the whole catalogue graded in a fresh handout, as a student runs it."""
+    from validator.reference_side import OFFICIAL_SEED
+
+    with tempfile.TemporaryDirectory(prefix="bench-handout-") as tmp:
+        out = Path(tmp) / "handout"
+        subprocess.run([sys.executable, "-m", "validator", "release", "--out", str(out)], cwd=ROOT, check=True,
+                       stdout=subprocess.DEVNULL)
+        (out / "student" / "layers.py").write_text((ROOT / "reference" / "layers.py").read_text(encoding="utf-8"),
+                                                   encoding="utf-8")
+        cmd = [sys.executable, "-m", "validator", "submit-build", "--no-input", "--seed", str(OFFICIAL_SEED),
+               "--profile", profile]
+        walls, cpus = [], []
+        for _ in range(repeat):
+            cpu, started = _children_cpu(), time.perf_counter()
+            subprocess.run(cmd, cwd=out, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+            walls.append(time.perf_counter() - started)
+            cpus.append(_children_cpu() - cpu)
+    return statistics.median(walls), statistics.median(cpus)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
@@ -142,6 +165,9 @@ def main() -> None:
         show("submit-build whole catalogue", *timed(base, args.repeat), f"; default --jobs on {os.cpu_count()} cores")
     if "serial" in wanted:
         show("  the same with --jobs 1", *timed(base + ["--jobs", "1"], args.repeat))
+    if "handout" in wanted:
+        show("handout: whole catalogue", *handout_catalogue(args.repeat, args.profile),
+             "; a recorded seed, frozen reference")
     if "watch" in wanted:
         show("--watch: save to report, token_embedding", *watch_regrade(args.repeat, args.profile))
 

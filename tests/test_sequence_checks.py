@@ -90,6 +90,15 @@ def test_causal_sequence_must_name_a_float_or_id_argument(tmp_path):
     load(tmp_path, "      - {id: c, kind: values, test: causal, sequence: {Q: -2, K: -2}, points: 1}")
 
 
+def test_a_call_sequence_varies_only_dims_of_the_inputs(tmp_path):
+    """A dim the layer is built with cannot change between calls on one instance: varying it would test nothing."""
+    module = {"f: {kind: function, call: [Q, K, mask]}": "f: {kind: module, init: [d], call: [Q, K, mask]}"}
+    bad = "      - {id: s, kind: values, test: call_sequence, vary: [d], points: 1}"
+    with pytest.raises(SpecError, match="built with 'd'"):
+        load(tmp_path, bad, **module)
+    load(tmp_path, "      - {id: s, kind: values, test: call_sequence, vary: [q, k], points: 1}", **module)
+
+
 def test_relation_takes_one_transform_or_one_input(tmp_path):
     both = ("      - {id: r, kind: values, test: relation, against_input: Q,"
             " transform: {input: Q, scale: [2, 3]}, points: 1}")
@@ -105,6 +114,17 @@ def test_unknown_stand_in_is_a_spec_error(tmp_path):
     bad = "      - {id: w, kind: values, test: values, stand_ins: {RMSNorm: layer_norm}, points: 1}"
     with pytest.raises(SpecError, match="unknown stand-in 'layer_norm'"):
         load(tmp_path, bad)
+
+
+def test_checks_of_the_layers_own_code_refuse_stand_ins(tmp_path):
+    """inputs_unchanged and reduced_precision grade what the sublayers do too: a stand-in would hide it."""
+    unchanged = "      - {id: u, kind: values, test: inputs_unchanged, stand_ins: {RMSNorm: scaled_tanh_norm}, points: 1}"
+    with pytest.raises(SpecError, match="no stand-ins"):
+        load(tmp_path, unchanged)
+    precision = ("      - {id: p, kind: values, test: reduced_precision, convert: float16, stand_ins: {RMSNorm: "
+                 "scaled_tanh_norm}, tolerance: {float16: {atol: 0.01, rtol: 0.01}}, points: 1}")
+    with pytest.raises(SpecError, match="no `stand_ins`"):
+        load(tmp_path, precision)
 
 
 # -- stand-ins, in-process -----------------------------------------------------------------------

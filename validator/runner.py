@@ -417,17 +417,9 @@ def describe_structure(module: nn.Module) -> dict:
     buffers = [{"name": n, "shape": list(b.shape), "dtype": str(b.dtype).removeprefix("torch."),
                 "device": str(b.device), "persistent": n in persistent}
                for n, b in module.named_buffers()]
-    registered = {p["name"] for p in params} | {b["name"] for b in buffers}
-    stray = []
-    for mod_name, mod in module.named_modules():
-        for attr, value in vars(mod).items():
-            if isinstance(value, torch.Tensor) and not attr.startswith("_"):
-                full = f"{mod_name}.{attr}" if mod_name else attr
-                if full not in registered:
-                    stray.append({"name": full, "shape": list(value.shape),
-                                  "dtype": str(value.dtype).removeprefix("torch."),
-                                  "device": str(value.device),
-                                  "requires_grad": bool(value.requires_grad)})
+    stray = [{"name": name, "shape": list(value.shape), "dtype": str(value.dtype).removeprefix("torch."),
+              "device": str(value.device), "requires_grad": bool(value.requires_grad)}
+             for name, value in stray_tensors(module).items()]
     return {"parameters": params, "buffers": buffers, "stray_tensors": stray,
             "training": bool(module.training)}
 
@@ -1065,14 +1057,32 @@ def _storage_key(t: torch.Tensor):
 
 def stray_tensors(module: nn.Module) -> dict[str, torch.Tensor]:
     """Plain tensor attributes of the module and its submodules: neither parameters nor buffers, so ``.to()``,
-    ``state_dict()`` and ``parameters()`` never see them."""
+    ``state_dict()`` and ``parameters()`` never see them. Tensors kept in a plain list, tuple or dict attribute
+    (``self.tables = [cos, sin]``) count too, named like ``tables[0]`` or ``tables['cos']``."""
     out = {}
     for mod_name, mod in module.named_modules():
         registered = set(mod._parameters) | set(mod._buffers)
         for attr, value in vars(mod).items():
-            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and attr not in registered:
-                out[f"{mod_name}.{attr}" if mod_name else attr] = value
+            if attr in registered or attr in ("_parameters", "_buffers", "_modules"):
+                continue
+            for suffix, tensor in _tensors_held(value):
+                name = f"{mod_name}.{attr}" if mod_name else attr
+                out[name + suffix] = tensor
     return out
+
+
+def _tensors_held(value: Any, depth: int = 0) -> list[tuple[str, torch.Tensor]]:
+    """(suffix, tensor) for a plain tensor, or the plain tensors inside lists, tuples and dicts (two levels)."""
+    if isinstance(value, torch.Tensor):
+        return [] if isinstance(value, nn.Parameter) else [("", value)]
+    if depth >= 2 or isinstance(value, nn.Module):
+        return []
+    if isinstance(value, (list, tuple)) and len(value) <= 64:
+        return [(f"[{i}]{rest}", t) for i, item in enumerate(value) for rest, t in _tensors_held(item, depth + 1)]
+    if isinstance(value, dict) and len(value) <= 64:
+        return [(f"[{k!r}]{rest}", t) for k, item in value.items() if isinstance(k, (str, int))
+                for rest, t in _tensors_held(item, depth + 1)]
+    return []
 
 
 def _execute_move(target: Any, call: dict, origin: str | None) -> dict:

@@ -48,11 +48,17 @@ class SequenceParams(OverrideParams):
                 problems.append((("lengths", name), f"{name!r} is not a drawn dim a sequence varies"))
             elif len(rng) != 2 or not 1 <= rng[0] < rng[1]:
                 problems.append((("lengths", name), f"a range is [low, high] with 1 <= low < high, got {rng}"))
+        from validator.cases import construction_dims
+
+        built = construction_dims(challenge, entry)
         for i, name in enumerate(self.vary or []):
             if name not in challenge.dims:
                 problems.append((("vary", i), f"no dim named {name!r} under `dims`"))
             elif isinstance(challenge.dims[name], int) or name in self.dims:
                 problems.append((("vary", i), f"{name!r} is fixed: a varied dim needs a range"))
+            elif name in built:
+                problems.append((("vary", i), f"the layer is built with {name!r}, so one instance cannot see it "
+                                 "change between calls: vary a dim of the inputs only"))
         return problems
 
 

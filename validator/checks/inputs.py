@@ -40,6 +40,13 @@ def _where(index: list[int]) -> str:
 class UnchangedParams(CaseParams):
     tolerance: Optional[dict[str, ToleranceSpec] | str] = None
 
+    def check_against(self, challenge, check):
+        problems = super().check_against(challenge, check)
+        if self.stand_ins:  # a sublayer that writes into its input is what this check is for
+            problems.append((("stand_ins",), "inputs_unchanged grades the layer's own code, sublayers included: "
+                                             "no stand-ins"))
+        return problems
+
 
 @register("inputs_unchanged", UnchangedParams, uses_reference=False)
 def inputs_unchanged(ctx: Context, check: CheckSpec, p: UnchangedParams) -> str:

@@ -38,6 +38,8 @@ class PrecisionParams(CaseParams):
             raise ValueError("reduced_precision converts the layer itself (`convert`): no `dtype` or `input_dtype`")
         if self.convert not in self.tolerance:
             raise ValueError(f"give a `tolerance` for {self.convert}, the dtype the outputs are compared in")
+        if self.stand_ins:
+            raise ValueError("reduced_precision grades the layer's own arithmetic, sublayers included: no `stand_ins`")
         return self
 
     def check_against(self, challenge, check):

@@ -1,0 +1,23 @@
+"""Keeps the cos/sin tables in a plain dict attribute (`self.tables = {"cos": ..., "sin": ...}`): right
+values wherever the layer is built, but module.to(device) never looks inside a dict, so the tables stay
+behind (on a GPU the first call fails; .half() keeps them float32), as plain tensor attributes would."""
+
+MAY_FAIL = ["tables_move_with_module"]
+MESSAGES = {"tables_move_with_module": "tables['cos']"}
+
+import torch
+from torch import nn
+
+
+class RotaryPositionalEmbedding(nn.Module):
+    def __init__(self, theta, d_k, max_seq_len, device=None):
+        super().__init__()
+        inv_freq = theta ** (-torch.arange(0, d_k, 2, device=device) / d_k)
+        angles = torch.arange(max_seq_len, device=device)[:, None] * inv_freq[None, :]
+        self.tables = {"cos": angles.cos(), "sin": angles.sin()}
+
+    def forward(self, x, token_positions):
+        cos, sin = self.tables["cos"][token_positions], self.tables["sin"][token_positions]
+        even, odd = x[..., 0::2], x[..., 1::2]
+        out = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
+        return out.to(x.dtype)

@@ -7,7 +7,8 @@ because a required check failed); it must lose at least one of them and no
 other code check (questions are not graded here). ``MESSAGES = {check_id:
 substring}`` pins what the report must say. The default tier grades each
 mutant of a sample (one broken and one correct per challenge) on one seed; the thorough tier
-(``--thorough``) grades every variant, broken ones on seed 0 and on several more.
+(``--thorough``) grades every variant, correct ones on several seeds (``VALIDATOR_TEST_SEEDS``), broken
+ones on seed 0 and on several more.
 """
 
 from __future__ import annotations

@@ -147,15 +147,6 @@ def make_project(root: Path, *, shift: bool = True) -> dict[str, Path]:
     return dirs
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _digests_kept():
-    """Every regenerate and plan here fingerprints its challenges: digest the grader's sources once."""
-    from helpers import grader_sources_digested_once
-
-    with grader_sources_digested_once():
-        yield
-
-
 def run_regenerate(dirs: dict[str, Path], **kwargs) -> tuple[int, str]:
     out = io.StringIO()
     code = regenerate(challenges_dir=dirs["challenges"], reference_dir=dirs["reference"],

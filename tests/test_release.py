@@ -185,24 +185,27 @@ def test_handout_gives_the_same_verdicts_as_the_repository(released, name):
         assert set(want.values()) == {"passed", "failed"}
 
 
-def test_handout_picks_a_recorded_seed_and_refuses_others(released):
-    result = run_in(released["handout"], "submit-build", "--student", str(released["root"] / "correct.py"),
-                    "--no-input", "--profile", "quick", "--check", "values", "--challenge", "scaling")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert any(f"seed {s}" in result.stdout for s in RECORD_SEEDS)
-    assert "not writable" not in result.stderr and "USDT" not in result.stderr + result.stdout, result.stderr
+@pytest.fixture(scope="module")
+def answered(released):
+    """One handout run of the correct file with right answers and no --seed, read by the two tests below."""
+    answers = released["root"] / "answers.yaml"
+    answers.write_text("scaling: {factor: 3, kind: b}\n")
+    return run_in(released["handout"], "submit-build", "--student", str(released["root"] / "correct.py"),
+                  "--answers", str(answers), "--no-input", "--profile", "quick",
+                  "--json", str(released["root"] / "answered.json"))
+
+
+def test_handout_picks_a_recorded_seed_and_refuses_others(released, answered):
+    assert answered.returncode == 0, answered.stdout + answered.stderr
+    assert any(f"seed {s}" in answered.stdout for s in RECORD_SEEDS)
+    assert "not writable" not in answered.stderr and "USDT" not in answered.stderr + answered.stdout, answered.stderr
     refused = run_in(released["handout"], "submit-build", "--student", str(released["root"] / "correct.py"),
                      "--no-input", "--seed", "5")
     assert refused.returncode == 2 and "--seed 5 is not one of them" in " ".join(refused.stderr.split())
 
 
-def test_handout_run_with_everything_gradable_passing_exits_zero(released):
-    answers = released["root"] / "answers.yaml"
-    answers.write_text("scaling: {factor: 3, kind: b}\n")
-    result = run_in(released["handout"], "submit-build", "--student", str(released["root"] / "correct.py"),
-                    "--answers", str(answers), "--no-input", "--profile", "quick",
-                    "--json", str(released["root"] / "answered.json"))
-    assert result.returncode == 0, result.stdout + result.stderr
+def test_handout_run_with_everything_gradable_passing_exits_zero(released, answered):
+    assert answered.returncode == 0, answered.stdout + answered.stderr
     report = json.loads((released["root"] / "answered.json").read_text())
     questions = [c for ch in report["challenges"] for c in ch["checks"] if c["kind"] == "question"]
     assert [c["message"] for c in questions] == ["recorded (format valid); graded at official submission"] * 2

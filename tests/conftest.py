@@ -32,3 +32,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "thorough" in item.keywords or "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _grader_sources_digested_once():
+    """fingerprint() (regenerate, release, strength, the self-check) digests some 28 grader source files per
+    challenge; the tests edit none of them, so each worker digests each once (see helpers.py)."""
+    from helpers import grader_sources_digested_once
+
+    with grader_sources_digested_once():
+        yield

@@ -3,6 +3,7 @@
 Hypothesis mixes literals from "local" modules into generation. Without the guard in
 validator/profiles.py, importing the reference (live grading) or a file full of constants
 changed the inputs a seed produced, so a handout replayed other cases than were recorded.
+The default tier imports a file of constants; --thorough also imports the reference.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,12 +54,22 @@ def _cases(*args: str) -> list[str]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_imported_local_constants_do_not_change_generated_cases(tmp_path):
+@pytest.fixture(scope="module")
+def plain():
+    """The cases of a process that imports no local source (a fresh interpreter, about 6 s), shared by both tests."""
+    cases = _cases()
+    assert len(cases) >= 20
+    return cases
+
+
+def test_imported_local_constants_do_not_change_generated_cases(plain, tmp_path):
     numbers = ", ".join(str(n) for n in range(100_003, 2**31 - 1, 21_474_799))  # fit a case's seed range
     (tmp_path / "constants_galore.py").write_text(f"LIMITS = [{numbers}]\nSCALE = 0.02\n")
-    plain = _cases()
-    assert len(plain) >= 20
     assert _cases(str(tmp_path / "constants_galore.py")) == plain
+
+
+@pytest.mark.thorough
+def test_importing_the_reference_does_not_change_generated_cases(plain):
     assert _cases(str(ROOT / "reference" / "layers.py")) == plain  # live grading imports the reference
 
 

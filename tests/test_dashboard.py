@@ -155,7 +155,27 @@ def test_page_is_self_contained_and_escapes_student_text():
 from test_batch import graded  # noqa: E402,F401 - the shared fixture: no grading of its own here
 
 
-def test_a_graded_run_writes_the_class_view_and_merge_rebuilds_it(graded, tmp_path):  # noqa: F811
+def test_a_graded_run_writes_the_class_view_and_a_regrade_audit_finds_nothing_moved(graded, tmp_path):  # noqa: F811
+    from validator.batch import merge as batch_merge
+
+    base, _ = graded
+    whole = json.loads((base / "whole" / "dashboard.json").read_text())
+    assert any("bob" in p["submissions"] for p in whole["patterns"])  # clamped ids: a pattern of its own
+    top = whole["similarity"]["pairs"][0]  # alice and =dave handed in the same file
+    assert {top["a"], top["b"]} == {"alice", "=dave"} and top["score"] == 1.0 and whole["similarity"]["views"]
+    page = (base / "whole" / "dashboard.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<script" not in page
+    # the whole run merged again as its own one shard, audited against itself (merge alone: no grading)
+    stream = io.StringIO()
+    assert batch_merge.main(shard_dirs=[base / "whole"], out=tmp_path / "again", compare=base / "whole",
+                            no_lowering=True, stream=stream) == 0, stream.getvalue()
+    audit = json.loads((tmp_path / "again" / "compare.json").read_text())
+    assert (audit["changed"], audit["unchanged"], audit["kept_previous"]) == (0, 5, []), audit
+    assert audit["run_differences"] == []
+
+
+@pytest.mark.thorough  # the sharded run and its merge exist in the thorough tier only (see test_batch's fixture)
+def test_merge_rebuilds_the_class_view_and_a_regrade_audit_finds_nothing_moved(graded, tmp_path):  # noqa: F811
     from validator.batch import merge as batch_merge
 
     base, result = graded
@@ -165,11 +185,6 @@ def test_a_graded_run_writes_the_class_view_and_merge_rebuilds_it(graded, tmp_pa
     assert (base / "sharded" / "dashboard-1-of-2.html").is_file() and (base / "merged" / "run.json").is_file()
     assert [(p["challenge"], p["lost"], p["submissions"]) for p in whole["patterns"]] == \
         [(p["challenge"], p["lost"], p["submissions"]) for p in merged["patterns"]]
-    assert any("bob" in p["submissions"] for p in whole["patterns"])  # clamped ids: a pattern of its own
-    top = whole["similarity"]["pairs"][0]  # alice and =dave handed in the same file
-    assert {top["a"], top["b"]} == {"alice", "=dave"} and top["score"] == 1.0 and whole["similarity"]["views"]
-    page = (base / "whole" / "dashboard.html").read_text()
-    assert page.startswith("<!DOCTYPE html>") and "<script" not in page
     # a regrade with nothing changed: the audit finds no moved verdict (merge alone: no grading)
     stream = io.StringIO()
     assert batch_merge.main(shard_dirs=[base / "sharded"], out=tmp_path / "again", compare=base / "whole",

@@ -54,11 +54,25 @@ def expected(student: Path, checks: list[str] | None = None) -> dict[str, str]:
     return {c.id: folded.get(c.status, c.status) for c in report.challenges[0].checks}
 
 
-def test_selected_items_match_submit_build(tmp_path):
+SELECTED = ["matches_reference", "id_too_large_raises", "signature", "negative_id_flagged"]
+ON_THE_PAGE = ["matches_reference", "id_too_large_raises", "init_distribution"]
+
+
+@pytest.fixture(scope="module")
+def selected_run(tmp_path_factory):
+    """One serial `pytest --validator -k ... --validator-html` run, shared by the two tests that read it."""
+    tmp_path = tmp_path_factory.mktemp("plugin-selected")
+    page = tmp_path / "report.html"
+    chosen = sorted(set(SELECTED) | set(ON_THE_PAGE))
+    got, out = run_plugin(tmp_path, MUTANT, "-k", " or ".join(chosen), f"--validator-html={page}")
+    return got, out, page, chosen
+
+
+def test_selected_items_match_submit_build(selected_run):
     """-k selects items; the selected checks get submit-build's verdicts and the same reproduce line."""
-    chosen = ["matches_reference", "id_too_large_raises", "signature", "negative_id_flagged"]
-    got, out = run_plugin(tmp_path, MUTANT, "-k", " or ".join(chosen))
+    got, out, _, chosen = selected_run
     assert got == expected(MUTANT, chosen)
+    assert set(SELECTED) <= set(got)
     assert got["id_too_large_raises"] == "failed" and got["matches_reference"] == "passed"
     assert "validator submit-build --challenge token_embedding --check id_too_large_raises --seed 5" in out
     assert "seed 5" in out
@@ -96,18 +110,26 @@ def test_every_item_matches_submit_build(tmp_path, student):
     assert got == want
 
 
-@pytest.mark.parametrize("workers", [pytest.param([], id="serial"),
-                                     pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.thorough)])
-def test_validator_html_writes_the_graded_checks_as_one_page(tmp_path, workers):
-    """--validator-html: the page submit-build --html writes, from the controller even when xdist workers grade."""
-    page = tmp_path / "report.html"
-    chosen = ["matches_reference", "id_too_large_raises", "init_distribution"]
-    got, _ = run_plugin(tmp_path, MUTANT, "-k", " or ".join(chosen), f"--validator-html={page}", *workers)
+def _assert_the_page(got: dict[str, str], page: Path) -> None:
     assert got["id_too_large_raises"] == "failed"
     text = page.read_text()
     assert "token_embedding" in text and "id_too_large_raises" in text and "init_distribution" in text
     assert "<svg" in text, "the init check's histogram"
     assert "<script" not in text.lower()
+
+
+@pytest.mark.parametrize("workers", [pytest.param([], id="serial"),
+                                     pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.thorough)])
+def test_validator_html_writes_the_graded_checks_as_one_page(tmp_path, workers, request):
+    """--validator-html: the page submit-build --html writes, from the controller even when xdist workers grade.
+    The serial run is the one test_selected_items_match_submit_build reads (one run for both)."""
+    if not workers:
+        got, _, page, _ = request.getfixturevalue("selected_run")
+        _assert_the_page(got, page)
+        return
+    page = tmp_path / "report.html"
+    got, _ = run_plugin(tmp_path, MUTANT, "-k", " or ".join(ON_THE_PAGE), f"--validator-html={page}", *workers)
+    _assert_the_page(got, page)
 
 
 def test_the_student_set_up_installs_what_the_plugin_needs():

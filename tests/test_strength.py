@@ -360,10 +360,12 @@ def test_a_regime_naming_no_dim_is_a_spec_error(tmp_path):
 @pytest.mark.thorough
 def test_the_catalogue_leaves_no_unmarked_survivor(tmp_path):
     """Every mutant of the reference that can change behaviour is caught; the rest are marked with a reason.
-    Cached under .validator-cache/strength, so a rerun after an unrelated change grades nothing."""
+    Cached in this test's own folder, not the checkout's .validator-cache/strength: its summaries there would
+    be read by `regenerate --check` (test_regenerate_check_passes_on_the_catalogue), whose verdict would then
+    depend on which test ran first."""
     from validator.instructor.strength import strength
 
-    report = strength(jobs=2)
+    report = strength(jobs=2, cache_dir=tmp_path)
     problems = [f"{c.id}: {r.id}\n{r.diff}" for c in report.challenges for r in c.results
                 if r.status in ("survived", "error")]
     assert not problems, "\n".join(problems)

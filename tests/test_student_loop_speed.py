@@ -72,25 +72,17 @@ def test_a_tensor_subclass_output_takes_the_public_path():
     assert len(calls) == 1 and torch.equal(x.grad, torch.full((3,), 2.0))
 
 
-def test_a_backward_imports_no_sympy():
-    """Tensor.backward's first use with a gradient imports sympy (0.3 s), only to check a shape."""
-    seen = _run("""
+@pytest.fixture(scope="module")
+def imported_after():
+    """One fresh process (an `import torch` is most of its time) for the two tests below: whether a backward
+    imported sympy, then whether meta-device ops, after it, imported dynamo."""
+    return _run("""
         import sys, torch
         from validator import runner
         x = torch.randn(3, requires_grad=True)
         runner._backward(x * 2, torch.full((3,), 0.5))
         assert x.grad.tolist() == [1.0, 1.0, 1.0]
-        print("sympy" in sys.modules)
-    """)
-    assert seen == "False"
-
-
-def test_meta_device_ops_in_a_worker_do_not_import_dynamo():
-    """An init on the meta device imported dynamo (about a second, in every worker that ran a meta
-    check). Those kernels still import sympy for their dtype rules; that is torch's own need."""
-    seen = _run("""
-        import sys, torch
-        from validator import runner
+        sympy_after_backward = "sympy" in sys.modules
         runner.skip_dynamo_disable_shims()
         w = torch.nn.Parameter(torch.empty(4, 3, device="meta"))
         torch.nn.init.normal_(w, 0.0, 0.02)
@@ -100,9 +92,19 @@ def test_meta_device_ops_in_a_worker_do_not_import_dynamo():
         x = torch.randn(3, device="meta")
         y = (x * 2 + 1).exp().softmax(-1)
         assert w.device.type == "meta" and y.shape == (3,)
-        print("torch._dynamo" in sys.modules)
-    """)
-    assert seen == "False"
+        print(sympy_after_backward, "torch._dynamo" in sys.modules)
+    """).split()
+
+
+def test_a_backward_imports_no_sympy(imported_after):
+    """Tensor.backward's first use with a gradient imports sympy (0.3 s), only to check a shape."""
+    assert imported_after[0] == "False"
+
+
+def test_meta_device_ops_in_a_worker_do_not_import_dynamo(imported_after):
+    """An init on the meta device imported dynamo (about a second, in every worker that ran a meta
+    check). Those kernels still import sympy for their dtype rules; that is torch's own need."""
+    assert imported_after[1] == "False"
 
 
 def test_only_a_short_lived_process_freezes_its_heap_once_warm():

@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 
 from helpers import IMPLEMENTATIONS, catalogue, code_checks, grade_file
 from validator import paths
@@ -336,7 +336,7 @@ def test_regimes_are_validated_and_each_is_covered():
     entry = challenge.entries["TransformerEmbedding"]
     for regime, holds in ((["seq_len > max_seq_len", "seq_len <= embedding_dim"], lambda d: d["seq_len"] <= d["embedding_dim"]),
                           (["seq_len > max_seq_len", "seq_len > embedding_dim"], lambda d: d["seq_len"] > d["embedding_dim"])):
-        @settings(max_examples=10, database=None)
+        @settings(max_examples=10, database=None, suppress_health_check=[HealthCheck.too_slow])  # a loaded machine
         @given(case_strategy(challenge, entry, fixed_dims={"max_seq_len": 2}, where=regime))
         def prop(case):
             assert case.dims["seq_len"] > 2 and holds(case.dims)

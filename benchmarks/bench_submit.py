@@ -39,12 +39,12 @@ def _children_cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def timed(cmd: list[str], repeat: int) -> tuple[float, float]:
+def timed(cmd: list[str], repeat: int, cwd: Path = ROOT) -> tuple[float, float]:
     """Median wall and CPU seconds of ``cmd`` (CPU: the process and every child it waited for)."""
     walls, cpus = [], []
     for _ in range(repeat):
         cpu, started = _children_cpu(), time.perf_counter()
-        subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
         walls.append(time.perf_counter() - started)
         cpus.append(_children_cpu() - cpu)
     return statistics.median(walls), statistics.median(cpus)
@@ -125,15 +125,8 @@ def handout_catalogue(repeat: int, profile: str) -> tuple[float, float]:
                        stdout=subprocess.DEVNULL)
         (out / "student" / "layers.py").write_text((ROOT / "reference" / "layers.py").read_text(encoding="utf-8"),
                                                    encoding="utf-8")
-        cmd = [sys.executable, "-m", "validator", "submit-build", "--no-input", "--seed", str(OFFICIAL_SEED),
-               "--profile", profile]
-        walls, cpus = [], []
-        for _ in range(repeat):
-            cpu, started = _children_cpu(), time.perf_counter()
-            subprocess.run(cmd, cwd=out, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-            walls.append(time.perf_counter() - started)
-            cpus.append(_children_cpu() - cpu)
-    return statistics.median(walls), statistics.median(cpus)
+        return timed([sys.executable, "-m", "validator", "submit-build", "--no-input", "--seed", str(OFFICIAL_SEED),
+                      "--profile", profile], repeat, cwd=out)
 
 
 def main() -> None:

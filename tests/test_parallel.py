@@ -71,3 +71,35 @@ def test_the_costliest_challenge_is_started_first_and_the_report_keeps_catalogue
     assert [r.id for r in results] == seen == list("abcd")
     by = {r.id: r.title for r in results}
     assert by["c"] != str(parent) and by["a"] == str(parent)
+
+
+def test_a_child_keeps_grading_while_the_parent_is_busy_with_a_long_challenge():
+    """A child's result is often larger than a pipe holds (it carries the cases it remembers): the
+    parent reads it while grading its own challenge, so the child goes on to the next one instead of
+    sitting on a blocked write until the parent is done (a whole-catalogue run took 21 s instead of 15)."""
+    import select
+    from types import SimpleNamespace
+
+    parent = os.getpid()
+    signal_r, signal_w = os.pipe()
+    sizes = {"a": 1, "b": 9, "c": 8}
+    selected = [SimpleNamespace(id=cid, checks=[None] * n) for cid, n in sizes.items()]
+    waited = {}
+
+    def grade_one(ch, worker):
+        if os.getpid() != parent:
+            if ch.id == "c":
+                os.write(signal_w, b"c")  # the child got to its second challenge
+            return ChallengeResult(id=ch.id, title="x" * (4 << 20))  # far more than a pipe buffer
+        if ch.id == "a":  # the parent's own long challenge: it ends once the child has moved on
+            waited["a"] = bool(select.select([signal_r], [], [], 30)[0])
+        return ChallengeResult(id=ch.id, title=str(os.getpid()))
+
+    try:
+        results = grade_all(selected, worker=_FakeWorker(), jobs=2, grade_one=grade_one)
+    finally:
+        os.close(signal_r)
+        os.close(signal_w)
+    assert [r.id for r in results] == ["a", "b", "c"]
+    assert waited == {"a": True}, "the child sat blocked on its first result while the parent graded"
+    assert len(results[1].title) == 4 << 20

@@ -23,6 +23,7 @@ import pickle
 import selectors
 import signal
 import struct
+import threading
 import time
 from typing import Callable, Sequence
 
@@ -117,44 +118,88 @@ class _Claims:
 
 
 def _collect(children, results, emit_ready, own, claims, selected, worker, grade_one) -> None:
-    """Grade challenges here, in catalogue order, while reading the children's results as they arrive."""
-    sel = selectors.DefaultSelector()
-    buffers: dict[int, bytearray] = {}
-    for _, fd in children:
-        os.set_blocking(fd, False)
-        sel.register(fd, selectors.EVENT_READ)
-        buffers[fd] = bytearray()
+    """Grade challenges here, in catalogue order, while the children's results arrive.
 
-    def drain(timeout: float | None) -> None:
-        for key, _ in sel.select(timeout):
-            fd = key.fd
-            try:
-                chunk = os.read(fd, 1 << 20)
-            except BlockingIOError:
-                continue
-            if not chunk:
-                sel.unregister(fd)
-                continue
-            buf = buffers[fd]
-            buf += chunk
-            while len(buf) >= _FRAME.size:
-                index, size = _FRAME.unpack_from(buf)
-                if len(buf) < _FRAME.size + size:
-                    break
-                results[index], remembered = pickle.loads(bytes(buf[_FRAME.size:_FRAME.size + size]))
-                remember_cases(remembered)  # a later run forked from here (a --watch regrade) replays them
-                del buf[:_FRAME.size + size]
+    A thread reads the children's pipes all the time: a result (with the cases it remembers) is
+    often larger than a pipe holds, and a child left to wait until this process finished its own
+    challenge to read the rest would sit blocked on its write instead of grading.
+    """
+    inbox = _Inbox([fd for _, fd in children])
+
+    def drain() -> None:
+        for index, payload in inbox.take():
+            results[index], remembered = pickle.loads(payload)
+            remember_cases(remembered)  # a later run forked from here (a --watch regrade) replays them
         emit_ready()
 
-    index = own
-    while index is not None:
-        drain(0)
-        results[index] = grade_one(selected[index], worker)
-        emit_ready()
-        index = claims.first(range(index + 1, len(selected)))
-    while sel.get_map():
-        drain(None)
-    sel.close()
+    try:
+        index = own
+        while index is not None:
+            drain()
+            results[index] = grade_one(selected[index], worker)
+            emit_ready()
+            index = claims.first(range(index + 1, len(selected)))
+    except BaseException:
+        inbox.finish(wait=False)
+        raise
+    inbox.finish(wait=True)
+    drain()
+
+
+class _Inbox:
+    """Frames from the children's pipes, read by a thread of their own until every child closes its end.
+
+    ``finish(wait=False)`` (this process stopped early, on an exception) stops the thread without
+    waiting for the children, which :func:`_reap` then stops.
+    """
+
+    def __init__(self, fds: list[int]):
+        self._frames: list[tuple[int, bytes]] = []
+        self._lock = threading.Lock()
+        self._stop_r, self._stop_w = os.pipe()
+        self._fds = fds
+        self._thread = threading.Thread(target=self._run, name="validator-results", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        sel = selectors.DefaultSelector()
+        buffers = {}
+        for fd in self._fds:
+            sel.register(fd, selectors.EVENT_READ)
+            buffers[fd] = bytearray()
+        sel.register(self._stop_r, selectors.EVENT_READ)
+        try:
+            while len(sel.get_map()) > 1:
+                for key, _ in sel.select():
+                    if key.fd == self._stop_r:
+                        return
+                    chunk = os.read(key.fd, 1 << 20)
+                    if not chunk:
+                        sel.unregister(key.fd)
+                        continue
+                    buf = buffers[key.fd]
+                    buf += chunk
+                    while len(buf) >= _FRAME.size:
+                        index, size = _FRAME.unpack_from(buf)
+                        if len(buf) < _FRAME.size + size:
+                            break
+                        with self._lock:
+                            self._frames.append((index, bytes(buf[_FRAME.size:_FRAME.size + size])))
+                        del buf[:_FRAME.size + size]
+        finally:
+            sel.close()
+
+    def take(self) -> list[tuple[int, bytes]]:
+        with self._lock:
+            frames, self._frames = self._frames, []
+        return frames
+
+    def finish(self, *, wait: bool) -> None:
+        if not wait:
+            os.write(self._stop_w, b"x")
+        self._thread.join()
+        os.close(self._stop_r)
+        os.close(self._stop_w)
 
 
 def _fork_grader(selected, first: int, order: list[int], claims: _Claims, worker: Worker,

@@ -162,3 +162,24 @@ def test_the_watch_grader_warms_meta_kernels_for_the_workers_it_forks_without_dy
     """)
     assert seen == "True False"
 
+
+
+@pytest.mark.thorough
+def test_a_batch_template_hands_its_workers_warm_meta_kernels(tmp_path):
+    """A batch slot forks a worker per submission from its template: the sympy a meta-device check imports
+    (about 0.7 s) is imported once, in the template, so no submission's worker pays it again."""
+    from validator import sandbox
+    from validator.worker.client import SandboxedWorker, Template
+
+    student = tmp_path / "layers.py"
+    student.write_text("import sys\nif 'sympy' in sys.modules:\n    SYMPY_WAS_THERE = True\n")
+    template = Template()
+    box = sandbox.plan(sandbox.Limits(), hide=[], files={"layers.py": str(student)}, uid=None, isolate=False)
+    worker = SandboxedWorker(student, template=template, sandbox=box)
+    try:
+        reply = worker.load()
+    finally:
+        worker.close()
+        template.close()
+    assert reply.get("ok"), reply
+    assert "SYMPY_WAS_THERE" in str(reply), reply

@@ -341,11 +341,10 @@ def warm_for_regrades() -> None:
     done here, once, every worker forked later has it. Only torch's own operations run here, never student
     code, and only after the warm-up has switched off the dynamo shims (no dynamo import).
     """
-    _warm_before_fork()
-    import torch
+    from validator.worker.main import warm_meta_device
 
-    with torch.no_grad():
-        torch.nn.init.normal_(torch.empty(2, 2, device="meta")).mul(2.0)  # elementwise dtype rules: sympy
+    _warm_before_fork()
+    warm_meta_device()
 
 
 def flush_std_streams() -> None:

@@ -335,11 +335,24 @@ def _warm() -> None:
     runner.execute({"f": lambda ids: weight[ids] * 1.0}, call)
 
 
+def warm_meta_device() -> None:
+    """The first operation on the meta device (a layer's ``device="meta"`` check) imports sympy for
+    torch's meta kernels, about 0.7 s: a process that forks many workers pays it once for them all.
+    Call after :func:`_prepare_template`, which switches off the dynamo shims (no dynamo import)."""
+    import torch
+
+    with torch.no_grad():
+        torch.nn.init.normal_(torch.empty(2, 2, device="meta")).mul(2.0)  # elementwise dtype rules: sympy
+
+
 def template(ctrl_fd: int) -> None:
-    """Serve spawn/wait/sweep requests from the grader until it closes the control socket."""
+    """Serve spawn/wait/sweep requests from the grader until it closes the control socket.
+
+    A batch's slot forks a worker per submission from here, so the meta device is warmed too."""
     from validator import sandbox
 
     _prepare_template()
+    warm_meta_device()
     sandbox.set_subreaper()
     sock = socket.socket(fileno=ctrl_fd)
     live: dict[int, dict] = {}   # pid -> {"scratch": dir or None, "uid": uid or None, "group": its cgroup or None}

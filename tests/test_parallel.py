@@ -74,10 +74,12 @@ def test_the_costliest_challenge_is_started_first_and_the_report_keeps_catalogue
 
 
 def test_a_child_keeps_grading_while_the_parent_is_busy_with_a_long_challenge():
-    """A child's result is often larger than a pipe holds (it carries the cases it remembers): the
-    parent reads it while grading its own challenge, so the child goes on to the next one instead of
-    sitting on a blocked write until the parent is done (a whole-catalogue run took 21 s instead of 15)."""
+    """A child's result is often larger than a pipe holds (it carries the cases it remembers): it must
+    not sit on a blocked write until the parent is done with its own challenge (a whole-catalogue run
+    took 21 s instead of 15). Nor may the parent start a thread to read it: a worker the parent starts
+    lazily is forked only from a process with one thread (a `--watch` regrade went from 1.2 to 4 s)."""
     import select
+    import threading
     from types import SimpleNamespace
 
     parent = os.getpid()
@@ -93,6 +95,7 @@ def test_a_child_keeps_grading_while_the_parent_is_busy_with_a_long_challenge():
             return ChallengeResult(id=ch.id, title="x" * (4 << 20))  # far more than a pipe buffer
         if ch.id == "a":  # the parent's own long challenge: it ends once the child has moved on
             waited["a"] = bool(select.select([signal_r], [], [], 30)[0])
+            waited["threads"] = threading.active_count()
         return ChallengeResult(id=ch.id, title=str(os.getpid()))
 
     try:
@@ -101,5 +104,5 @@ def test_a_child_keeps_grading_while_the_parent_is_busy_with_a_long_challenge():
         os.close(signal_r)
         os.close(signal_w)
     assert [r.id for r in results] == ["a", "b", "c"]
-    assert waited == {"a": True}, "the child sat blocked on its first result while the parent graded"
+    assert waited == {"a": True, "threads": 1}, "the child sat blocked, or the parent started a thread"
     assert len(results[1].title) == 4 << 20

@@ -21,9 +21,10 @@ from __future__ import annotations
 import os
 import pickle
 import selectors
+import shutil
 import signal
 import struct
-import threading
+import tempfile
 import time
 from typing import Callable, Sequence
 
@@ -32,7 +33,7 @@ from validator.results import ChallengeResult
 from validator.spec import Challenge
 from validator.worker.client import Worker, flush_std_streams
 
-_FRAME = struct.Struct("<IQ")  # challenge index, payload length
+_FRAME = struct.Struct("<IQ")  # challenge index, payload length (the payload itself is in the spool folder)
 
 
 def default_jobs(n_challenges: int) -> int:
@@ -56,19 +57,21 @@ def grade_all(selected: Sequence[Challenge], *, worker: Worker, jobs: int,
 
     if jobs > 1 and len(selected) > 1 and hasattr(os, "fork"):
         claims = _Claims(len(selected))
+        spool = tempfile.mkdtemp(prefix="validator-results-")
         try:
             costliest = sorted(range(len(selected)), key=lambda i: (-_cost(selected[i]), -i))
             own = claims.first(range(len(selected)))  # each grader starts with one challenge of its own
             firsts = [claims.first(costliest) for _ in range(min(jobs, len(selected)) - 1)]
-            children = [_fork_grader(selected, first, costliest, claims, worker, grade_one)
+            children = [_fork_grader(selected, first, costliest, claims, worker, grade_one, spool)
                         for first in firsts if first is not None]
             try:
-                _collect(children, results, emit_ready, own, claims, selected, worker, grade_one)
+                _collect(children, results, emit_ready, own, claims, selected, worker, grade_one, spool)
             finally:
                 for pid, fd in children:
                     _reap(pid, fd)
         finally:
             claims.close()
+            shutil.rmtree(spool, ignore_errors=True)
     for i, challenge in enumerate(selected):  # serial run, or what a dead child left undone
         if results[i] is None:
             results[i] = grade_one(challenge, worker)
@@ -117,93 +120,64 @@ class _Claims:
         self.fds = []
 
 
-def _collect(children, results, emit_ready, own, claims, selected, worker, grade_one) -> None:
-    """Grade challenges here, in catalogue order, while the children's results arrive.
+def _collect(children, results, emit_ready, own, claims, selected, worker, grade_one, spool: str) -> None:
+    """Grade challenges here, in catalogue order, while reading the children's results as they arrive."""
+    sel = selectors.DefaultSelector()
+    buffers: dict[int, bytearray] = {}
+    for _, fd in children:
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ)
+        buffers[fd] = bytearray()
 
-    A thread reads the children's pipes all the time: a result (with the cases it remembers) is
-    often larger than a pipe holds, and a child left to wait until this process finished its own
-    challenge to read the rest would sit blocked on its write instead of grading.
-    """
-    inbox = _Inbox([fd for _, fd in children])
-
-    def drain() -> None:
-        for index, payload in inbox.take():
-            results[index], remembered = pickle.loads(payload)
-            remember_cases(remembered)  # a later run forked from here (a --watch regrade) replays them
+    def drain(timeout: float | None) -> None:
+        for key, _ in sel.select(timeout):
+            fd = key.fd
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                sel.unregister(fd)
+                continue
+            buf = buffers[fd]
+            buf += chunk
+            while len(buf) >= _FRAME.size:
+                index, size = _FRAME.unpack_from(buf)
+                del buf[:_FRAME.size]
+                results[index], remembered = pickle.loads(_take_spooled(spool, index, size))
+                remember_cases(remembered)  # a later run forked from here (a --watch regrade) replays them
         emit_ready()
 
-    try:
-        index = own
-        while index is not None:
-            drain()
-            results[index] = grade_one(selected[index], worker)
-            emit_ready()
-            index = claims.first(range(index + 1, len(selected)))
-    except BaseException:
-        inbox.finish(wait=False)
-        raise
-    inbox.finish(wait=True)
-    drain()
+    index = own
+    while index is not None:
+        drain(0)
+        results[index] = grade_one(selected[index], worker)
+        emit_ready()
+        index = claims.first(range(index + 1, len(selected)))
+    while sel.get_map():
+        drain(None)
+    sel.close()
 
 
-class _Inbox:
-    """Frames from the children's pipes, read by a thread of their own until every child closes its end.
+def _spooled(spool: str, index: int) -> str:
+    return os.path.join(spool, f"{index}.pickle")
 
-    ``finish(wait=False)`` (this process stopped early, on an exception) stops the thread without
-    waiting for the children, which :func:`_reap` then stops.
-    """
 
-    def __init__(self, fds: list[int]):
-        self._frames: list[tuple[int, bytes]] = []
-        self._lock = threading.Lock()
-        self._stop_r, self._stop_w = os.pipe()
-        self._fds = fds
-        self._thread = threading.Thread(target=self._run, name="validator-results", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        sel = selectors.DefaultSelector()
-        buffers = {}
-        for fd in self._fds:
-            sel.register(fd, selectors.EVENT_READ)
-            buffers[fd] = bytearray()
-        sel.register(self._stop_r, selectors.EVENT_READ)
-        try:
-            while len(sel.get_map()) > 1:
-                for key, _ in sel.select():
-                    if key.fd == self._stop_r:
-                        return
-                    chunk = os.read(key.fd, 1 << 20)
-                    if not chunk:
-                        sel.unregister(key.fd)
-                        continue
-                    buf = buffers[key.fd]
-                    buf += chunk
-                    while len(buf) >= _FRAME.size:
-                        index, size = _FRAME.unpack_from(buf)
-                        if len(buf) < _FRAME.size + size:
-                            break
-                        with self._lock:
-                            self._frames.append((index, bytes(buf[_FRAME.size:_FRAME.size + size])))
-                        del buf[:_FRAME.size + size]
-        finally:
-            sel.close()
-
-    def take(self) -> list[tuple[int, bytes]]:
-        with self._lock:
-            frames, self._frames = self._frames, []
-        return frames
-
-    def finish(self, *, wait: bool) -> None:
-        if not wait:
-            os.write(self._stop_w, b"x")
-        self._thread.join()
-        os.close(self._stop_r)
-        os.close(self._stop_w)
+def _take_spooled(spool: str, index: int, size: int) -> bytes:
+    path = _spooled(spool, index)
+    with open(path, "rb") as f:
+        data = f.read()
+    os.unlink(path)
+    if len(data) != size:
+        raise RuntimeError(f"a child grader's result for challenge {index} holds {len(data)} bytes, not {size}")
+    return data
 
 
 def _fork_grader(selected, first: int, order: list[int], claims: _Claims, worker: Worker,
-                 grade_one) -> tuple[int, int]:
+                 grade_one, spool: str) -> tuple[int, int]:
+    """A child grader. Each result goes to a file in ``spool`` and only its frame through the pipe: a result
+    carries the cases it remembers and is often larger than a pipe holds (0.8 MB), and a child whose write
+    waited for the parent to finish its own challenge sat idle (on two cores it did a fifth of the work)."""
     read_fd, write_fd = os.pipe()
     flush_std_streams()
     pid = os.fork()
@@ -223,8 +197,9 @@ def _fork_grader(selected, first: int, order: list[int], claims: _Claims, worker
                 known = remembered_keys()
                 result = grade_one(selected[index], own)
                 payload = pickle.dumps((result, remembered_since(known)), protocol=pickle.HIGHEST_PROTOCOL)
-                data = _FRAME.pack(index, len(payload)) + payload
-                view = memoryview(data)
+                with open(_spooled(spool, index), "wb") as f:
+                    f.write(payload)
+                view = memoryview(_FRAME.pack(index, len(payload)))
                 while view:
                     view = view[os.write(write_fd, view):]
                 index = claims.first(order)

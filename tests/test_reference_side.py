@@ -85,3 +85,21 @@ def test_a_recording_keeps_grading_in_this_process_whatever_jobs_asks():
               reference_dir=reference.parent, jobs=jobs)
         recordings.append(set(recorder.results))
     assert recordings[0] and recordings[1] == recordings[0]
+
+
+def test_a_handout_decodes_each_fixture_once_and_again_only_once_it_changes(tmp_path, monkeypatch):
+    """A handout's run asks for its fixtures twice (its seeds, then its results); decoding is the cost."""
+    from validator import reference_side
+
+    path = reference_side.fixture_path(tmp_path, "c")
+    path.parent.mkdir()
+    path.write_bytes(FixtureFile("c", "f", [1], ["quick"], [], {}, {}).to_bytes())
+    reads = []
+    real = FixtureFile.read.__func__
+    monkeypatch.setattr(FixtureFile, "read", classmethod(lambda cls, p: reads.append(p) or real(cls, p)))
+    assert FrozenReference.load(tmp_path, ["c"]).seeds(["c"]) == [1]
+    assert FrozenReference.load(tmp_path, ["c"]).seeds(["c"]) == [1]
+    assert len(reads) == 1
+    path.write_bytes(FixtureFile("c", "f", [1, 2, 3], ["quick"], [], {}, {}).to_bytes())
+    assert FrozenReference.load(tmp_path, ["c"]).seeds(["c"]) == [1, 2, 3]
+    assert len(reads) == 2

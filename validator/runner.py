@@ -1107,10 +1107,11 @@ def _execute_move(target: Any, call: dict, origin: str | None) -> dict:
             return ((device is not None and t.device.type != torch.device(device).type)
                     or (dtype is not None and t.dtype.is_floating_point and t.dtype != dtype))
 
-        left = {name: t for name, t in stray_tensors(module).items() if behind(t)}
+        stray = stray_tensors(module)
+        left = {name: t for name, t in stray.items() if behind(t)}
         result["left_behind"] = [{"name": name, "device": str(t.device), "dtype": dtype_name_of(t),
                                   "shape": list(t.shape), "read": False} for name, t in left.items()]
-        result["stray"] = sorted(stray_tensors(module))
+        result["stray"] = sorted(stray)
         if not left:
             return result
         inputs = []

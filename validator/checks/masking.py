@@ -45,7 +45,7 @@ class MaskedParams(CaseParams):
     def _factors(self):
         if any(not v or any(f == 0 or f != f for f in v) for v in self.magnitudes.values()):
             raise ValueError("`magnitudes` lists non-zero factors for each input it names")
-        if any(not f or any(x == 0 or x != x for x in f) for f in map(_factors, self.state_scale.values())):
+        if any(not f or any(x == 0 or x != x for x in f) for f in map(_as_factors, self.state_scale.values())):
             raise ValueError("`state_scale` gives non-zero factors for each parameter it names")
         return self
 
@@ -95,7 +95,7 @@ def _changed(ctx: Context, case: Case, p: MaskedParams, where, seed: int) -> Cas
     return Case(dims=dict(case.dims), inputs=inputs, seed=case.seed, notes=list(case.notes))
 
 
-def _factors(scale: float | list[float]) -> list[float]:
+def _as_factors(scale: float | list[float]) -> list[float]:
     return list(scale) if isinstance(scale, list) else [scale]
 
 
@@ -116,7 +116,7 @@ def masked_out(ctx: Context, check: CheckSpec, p: MaskedParams) -> str:
     ordinary magnitudes first: a layer that leaks there already (no mask at all, the wrong one) is the business
     of the checks of its mask, and this check leaves it to them."""
     name, entry = entry_of(ctx, check)
-    runs = max([len(v) for v in p.magnitudes.values()] + [len(_factors(v)) for v in p.state_scale.values()] + [1])
+    runs = max([len(v) for v in p.magnitudes.values()] + [len(_as_factors(v)) for v in p.state_scale.values()] + [1])
     first_key = next(iter(p.keys))
     checked = [0]
 
@@ -183,7 +183,7 @@ def masked_out(ctx: Context, check: CheckSpec, p: MaskedParams) -> str:
             return  # nothing to see, or it leaks at ordinary magnitudes too (the checks of the mask own that)
         seen.observed += 1
         for run in range(runs):
-            factors = {k: (f := _factors(v))[run % len(f)] for k, v in p.state_scale.items()}
+            factors = {k: (f := _as_factors(v))[run % len(f)] for k, v in p.state_scale.items()}
             state = plain_state
             if state is not None and factors:
                 state = {k: (v * factors[k] if k in factors else v) for k, v in state.items()}
@@ -206,7 +206,7 @@ def masked_out(ctx: Context, check: CheckSpec, p: MaskedParams) -> str:
               make_strategy=lambda where: st.tuples(strategy(ctx, check, p, where), st.integers(0, 2**16)).map(_attach))
     seen.done()
     scaled = ", ".join([f"{k} scaled by {', '.join(f'{f:g}' for f in v)}" for k, v in p.magnitudes.items()]
-                       + [f"{k} scaled by {', '.join(f'{f:g}' for f in _factors(v))}" for k, v in p.state_scale.items()])
+                       + [f"{k} scaled by {', '.join(f'{f:g}' for f in _as_factors(v))}" for k, v in p.state_scale.items()])
     return f"{checked[0]} generated inputs ({scaled}): outputs unchanged by what they may not see"
 
 

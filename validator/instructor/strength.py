@@ -385,6 +385,7 @@ def strength(*, challenges: Sequence[str] | None = None, jobs: int | None = None
     for ch, result, mutants, keys in plans:
         t0 = time.monotonic()
         inherited = inherited_marks(catalogue, ch)
+        own_marks = {m.id for m in mutants if equivalence_reason(ch, m.id) is not None}
         marks = {m.id: equivalence_reason(ch, m.id, inherited) for m in mutants}
         marks = {k: v for k, v in marks.items() if v is not None}
         names = {m.id: name for name, m, c, _ in todo if c.id == ch.id}
@@ -424,7 +425,7 @@ def strength(*, challenges: Sequence[str] | None = None, jobs: int | None = None
                 mr.diff = m.diff(source)
                 mr.reason = marks.get(m.id, "")
                 mr.needs = input_family(m, ch) if status == "survived" else []
-            elif m.id in marks and equivalence_reason(ch, m.id) is None:  # the mark is another challenge's
+            elif m.id in marks and m.id not in own_marks:  # the mark is another challenge's
                 result.warnings.append(f"{m.id} is marked equivalent wherever included, but here {caught_by[0]} "
                                        f"catches it: {marks[m.id]}; the mark's claim does not hold, so narrow it")
             elif m.id in marks:

@@ -9,7 +9,9 @@ MAY_FAIL = ["parameters", "parameter_count", "output_shape", "matches_reference"
             "square_weight", "homogeneous", "gradients", "forward_keeps_weights", "init_distribution",
             "init_independent", "no_library_linear_runtime",
             # the test weights cannot be loaded, so the self-comparing checks observe nothing and say so
-            "calls_in_sequence", "input_unchanged", "input_views"]
+            "calls_in_sequence", "input_unchanged", "input_views",
+            # every call with the test weights fails, a vector x included
+            "no_leading_dims"]
 
 
 class Linear(nn.Module):

@@ -128,3 +128,4 @@ def test_cli_has_the_class_options():
     assert merged.no_lowering is None and merged.compare is None  # the shards' own, unless given
     sig = build_parser().parse_args(["signatures", "--challenge", "rms_norm", "--strength"])
     assert sig.challenges == ["rms_norm"] and sig.strength
+    assert sig.seed is None  # then `validator grade`'s own default: patterns recorded on another seed may not match

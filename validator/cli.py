@@ -148,7 +148,8 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     sg.add_argument("--library", metavar="DIR", help="the mutant library (default: tests/implementations)")
     sg.add_argument("--challenge", action="append", dest="challenges", metavar="ID",
                     help="only this challenge (repeatable); default: all")
-    sg.add_argument("--seed", type=int, default=0, help="the seed `validator grade` uses (default: 0)")
+    sg.add_argument("--seed", type=int, help="the seed `validator grade` uses (default: its own default, "
+                                             "a seed handouts record)")
     sg.add_argument("--profile", default="batch", help="the profile `validator grade` uses (default: batch)")
     sg.add_argument("--workers", type=int, metavar="N", help="files graded at once (default: CPU count)")
     sg.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS", help="per file (default: 120)")

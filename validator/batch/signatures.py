@@ -340,14 +340,15 @@ def strength_bugs(selected: Sequence[Any], *, seed: int, profile: str, cache_dir
     return bugs
 
 
-def build(*, library: str | Path | None = None, challenges: Sequence[str] | None = None, seed: int = 0,
+def build(*, library: str | Path | None = None, challenges: Sequence[str] | None = None, seed: int | None = None,
           profile: str = "batch", workers: int | None = None, timeout: float = 120.0, memory: int = 2048,
           isolate: bool = True, strength: bool = False, run_strength: bool = False,
           stream: TextIO | None = None) -> Signatures:
     """Grade the mutant library (each broken file appended to the reference) on its challenge and the
     challenges that use what it defines, and collect the bugs' lost checks; with ``strength``, add the
     caught mutants of `validator strength --all-checks` from its cache (``run_strength`` grades the
-    missing ones first)."""
+    missing ones first). ``seed`` defaults to the one `validator grade` uses (OFFICIAL_SEED): a borderline
+    bug loses other checks on another seed, and its pattern would then go unnamed."""
     import os
 
     from validator import paths
@@ -355,9 +356,11 @@ def build(*, library: str | Path | None = None, challenges: Sequence[str] | None
     from validator.batch.grade import canary_folder, canary_problem, slot_config
     from validator.batch.pool import Outcome, Pool
     from validator.instructor.fixtures import fingerprint
+    from validator.reference_side import OFFICIAL_SEED
     from validator.sandbox import Limits
     from validator.spec import load_catalogue
 
+    seed = OFFICIAL_SEED if seed is None else seed
     say = (lambda msg: print(msg, file=stream or sys.stderr, flush=True))
     started = time.monotonic()
     reference_file = paths.reference_dir() / "layers.py"
@@ -458,7 +461,7 @@ def write(signatures: Signatures, path: str | Path) -> None:
 
 
 def main(*, out: str | None = None, library: str | None = None, challenges: Sequence[str] | None = None,
-         seed: int = 0, profile: str = "batch", workers: int | None = None, timeout: float = 120.0,
+         seed: int | None = None, profile: str = "batch", workers: int | None = None, timeout: float = 120.0,
          isolate: bool = True, strength: bool = False, run_strength: bool = False,
          stream: TextIO | None = None) -> int:
     """`validator signatures`: exit 0 when written, 2 for usage or spec errors, 3 when the grader failed."""

@@ -204,17 +204,19 @@ class LiveReference:
 
 
 # -- replay -----------------------------------------------------------------------------
-_READ: dict[tuple[str, int, int], FixtureFile] = {}
+_READ: dict[str, tuple[tuple[int, int], FixtureFile]] = {}  # path -> ((mtime, size), the file as last decoded)
 
 
 def _read_fixture(path: Path) -> FixtureFile:
     """A fixture file, decoded once per process while it is unchanged: a handout's run loads them twice
-    (which seeds it may use, then the results to grade with), and decoding the catalogue's costs 0.4 s."""
+    (which seeds it may use, then the results to grade with), and decoding the catalogue's costs 0.4 s.
+    One entry per path, so a long-lived process (a watch) keeps only the latest version of each."""
     stat = path.stat()
-    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
-    if key not in _READ:
-        _READ[key] = FixtureFile.read(path)
-    return _READ[key]
+    key, version = str(path.resolve()), (stat.st_mtime_ns, stat.st_size)
+    known = _READ.get(key)
+    if known is None or known[0] != version:
+        known = _READ[key] = (version, FixtureFile.read(path))
+    return known[1]
 
 
 class FrozenReference:

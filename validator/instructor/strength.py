@@ -385,9 +385,9 @@ def strength(*, challenges: Sequence[str] | None = None, jobs: int | None = None
     for ch, result, mutants, keys in plans:
         t0 = time.monotonic()
         inherited = inherited_marks(catalogue, ch)
-        own_marks = {m.id for m in mutants if equivalence_reason(ch, m.id) is not None}
         marks = {m.id: equivalence_reason(ch, m.id, inherited) for m in mutants}
         marks = {k: v for k, v in marks.items() if v is not None}
+        own_marks = {k for k in marks if equivalence_reason(ch, k) is not None}  # the others are inherited
         names = {m.id: name for name, m, c, _ in todo if c.id == ch.id}
         for m in mutants:
             path = cache / f"{keys[m.id]}.json"

@@ -7,7 +7,9 @@ token_embedding; on the eight challenges of the embedding module (the catalogue 
 and a `--watch` regrade: the time from saving an edit of the reference's `Embedding`
 to the redrawn report of token_embedding, in a watch started on a copy of it; and the whole
 catalogue as a student runs it, in a handout (`validator release --out`, the reference copied in as
-the student's layers.py, a seed the handout recorded, frozen reference results). Each line
+the student's layers.py, a seed the handout recorded, frozen reference results). Every run uses seed
+11 (OFFICIAL_SEED), one of the recorded seeds that `submit-build` picks from when given none, so its cases
+are on disk (challenges/fixtures/<id>.cases) as they are for a student. Each line
 gives its ratio to the import, measured in the same run on the same machine, so the ratio
 is what to compare across machines; and, where /proc shows it (Linux), the CPU seconds the
 run used (every process, workers included) and their ratio to the import's, which a busy
@@ -28,6 +30,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from validator.reference_side import OFFICIAL_SEED  # noqa: E402 - after the project is on the path
 EMBEDDING_MODULE = ["token_embedding", "token_embedding_xavier", "embedding_functional",
                     "sinusoidal_positional_encoding", "learned_positional_embedding", "transformer_embedding",
                     "tied_lm_head", "embedding_backward"]
@@ -86,7 +90,8 @@ def watch_regrade(repeat: int, profile: str) -> tuple[float, float | None]:
         layers = Path(tmp) / "layers.py"
         layers.write_text(original, encoding="utf-8")
         proc = subprocess.Popen([sys.executable, "-m", "validator", "submit-build", "--watch", "--student", tmp,
-                                 "--no-input", "--seed", "0", "--profile", profile, "--challenge", "token_embedding"],
+                                 "--no-input", "--seed", str(OFFICIAL_SEED), "--profile", profile, "--challenge",
+                                 "token_embedding"],
                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
         try:
             _read_until(proc, lambda line: line.startswith("[watch] watching"))
@@ -117,8 +122,6 @@ def watch_regrade(repeat: int, profile: str) -> tuple[float, float | None]:
 
 def handout_catalogue(repeat: int, profile: str) -> tuple[float, float]:
     """Median seconds (wall, CPU) of the whole catalogue graded in a fresh handout, as a student runs it."""
-    from validator.reference_side import OFFICIAL_SEED
-
     with tempfile.TemporaryDirectory(prefix="bench-handout-") as tmp:
         out = Path(tmp) / "handout"
         subprocess.run([sys.executable, "-m", "validator", "release", "--out", str(out)], cwd=ROOT, check=True,
@@ -137,7 +140,7 @@ def main() -> None:
     args = parser.parse_args()
     wanted = set(args.only or LINES)
     base = [sys.executable, "-m", "validator", "submit-build", "--student", "reference", "--no-input",
-            "--seed", "0", "--profile", args.profile]
+            "--seed", str(OFFICIAL_SEED), "--profile", args.profile]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     t_import, c_import = timed([sys.executable, "-c", "import torch"], args.repeat)
 

@@ -324,6 +324,24 @@ def test_check_names_stale_files_and_writes_nothing(tmp_path):
     assert not (dirs["student"] / "layers.py").exists()
 
 
+def test_cases_drawn_by_other_code_make_the_fixture_stale(mini, tmp_path, monkeypatch):
+    """A grader change that moves no reference result (a comment in a check) still re-records the cases."""
+    import shutil
+
+    from validator import case_store
+
+    shutil.copytree(mini["student"].parent, tmp_path, dirs_exist_ok=True)
+    dirs = {k: tmp_path / k for k in ("reference", "challenges", "student")}
+    assert case_store.read(case_store.cases_path(dirs["challenges"], "scaling"))
+    monkeypatch.setattr(case_store, "stamp", lambda: {**case_store.read_stamp(
+        case_store.cases_path(dirs["challenges"], "scaling")), "code": "changed"})
+    code, text = run_regenerate(dirs, check=True, self_check=False)
+    assert code == 1 and "fixtures/scaling.frozen is stale (its recorded cases (scaling.cases)" in text, text
+    code, text = run_regenerate(dirs, self_check=False)
+    assert code == 0 and "fixtures/scaling.frozen (its recorded cases" in text, text
+    assert case_store.read_stamp(case_store.cases_path(dirs["challenges"], "scaling"))["code"] == "changed"
+
+
 def test_prose_changes_restale_the_page_and_graded_changes_the_fixture(mini, tmp_path):
     import shutil
 

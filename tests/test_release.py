@@ -41,7 +41,7 @@ def all_text(root: Path) -> dict[str, str]:
     out = {}
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         data = path.read_bytes()
-        if path.suffix == ".frozen":
+        if path.suffix in (".frozen", ".cases"):
             data = lzma.decompress(data)
         out[path.relative_to(root).as_posix()] = data.decode("utf-8", errors="replace")
     return out
@@ -101,11 +101,20 @@ def test_handout_layout(released):
     out = released["handout"]
     assert (out / "student" / "layers.py").read_text() == (released["student"] / "layers.py").read_text()
     assert yaml.safe_load((out / "student" / "answers.yaml").read_text()) == {"scaling": {"factor": None, "kind": None}}
-    for name in ("scaling.yaml", "scaling.md", "fixtures/scaling.frozen", "shifting.md"):
+    for name in ("scaling.yaml", "scaling.md", "fixtures/scaling.frozen", "fixtures/scaling.cases", "shifting.md"):
         assert (out / "challenges" / name).exists(), name
     assert sorted(p.name for p in (out / "validator" / "instructor").glob("*.py")) == ["__init__.py"]
     assert not (out / "reference").exists() and not (out / "tests").exists()
     assert "hypothesis==" in (out / "pyproject.toml").read_text()
+
+
+def test_the_handouts_grader_replays_the_recorded_cases(released):
+    """The stamp is computed from the handout's own copy of the grader: it must match the repository's."""
+    probe = ("from pathlib import Path; from validator import case_store; "
+             "print(len(case_store.read(Path('challenges/fixtures/scaling.cases')) or {}))")
+    run = subprocess.run([sys.executable, "-c", probe], cwd=released["handout"], env=clean_env(),
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and int(run.stdout) > 0, run.stdout + run.stderr
 
 
 def test_handout_holds_no_solution_and_no_key(released):

@@ -7,7 +7,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from validator import paths
+from validator import case_store, paths
 from validator.grading import grade_challenge
 from validator.parallel import grade_all
 from validator.profiles import get_settings
@@ -90,7 +90,8 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
             worker = own.enter_context(package.staged_worker(student_file) if package is not None
                                        else Worker(student_file))
         worker.start()
-        catalogue = catalogue or load_catalogue(challenges_dir or paths.challenges_dir())
+        spec_dir = Path(challenges_dir) if challenges_dir else paths.challenges_dir()
+        catalogue = catalogue or load_catalogue(spec_dir)
         selected = select_challenges(catalogue, challenges)
         ref_dir = Path(reference_dir) if reference_dir else paths.reference_dir()
         ref_file = ref_dir / "layers.py"
@@ -98,9 +99,7 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
         if reference is not None:
             side, key_all = reference, load_key(ref_dir / "answer_key.yaml")
         elif reference_mode == "frozen" or (reference_mode == "auto" and not ref_file.exists()):
-            side, profile, notes = _frozen_reference(
-                Path(challenges_dir) if challenges_dir else paths.challenges_dir(), selected, seed, profile,
-                ref_file)
+            side, profile, notes = _frozen_reference(spec_dir, selected, seed, profile, ref_file)
             key_all = None
         else:
             if not ref_file.exists():
@@ -112,6 +111,7 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
         torch.set_num_threads(1)  # like the worker: sums over repeated IDs come out bit-identical
 
         def grade_one(ch: Challenge, on: Worker) -> ChallengeResult:
+            case_store.load(spec_dir, ch.id)  # here, in the grader that grades it (a forked one, maybe)
             return grade_challenge(ch, worker=on, ref=side, student_file=student_file, seed=seed, settings=settings,
                                    answers=(answers or {}).get(ch.id, {}),
                                    key=None if key_all is None else key_all.get(ch.id, {}),

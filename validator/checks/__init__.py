@@ -10,8 +10,9 @@ reports the minimal case.
 from __future__ import annotations
 
 import importlib
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from hypothesis import HealthCheck, given, seed as hyp_seed, settings as Settings
 from hypothesis.errors import HypothesisException
@@ -149,8 +150,10 @@ def for_all(ctx: Context, check: CheckSpec, strategy, body: Callable[[Any], None
         settings = Settings(settings, max_examples=min(max_examples, settings.max_examples))
     key = _replay_key(ctx, check, settings, variant)
     cached = _REPLAY.get(key) if key is not None else None
-    if cached is not None:
+    if cached:
         _replay(cached, body)
+        if _COLLECTING:
+            _COLLECTING[-1][key] = cached
         return len(cached)
     state: dict[str, Any] = {"runs": 0, "last": None, "stop": None, "passed": []}
 
@@ -188,6 +191,8 @@ def for_all(ctx: Context, check: CheckSpec, strategy, body: Callable[[Any], None
         raise RuntimeError(f"hypothesis could not run this check: {exc}") from None
     if key is not None and state["passed"]:
         _remember(key, state["passed"])
+        if _COLLECTING:
+            _COLLECTING[-1][key] = state["passed"]
     return state["runs"]
 
 
@@ -195,6 +200,7 @@ def for_all(ctx: Context, check: CheckSpec, strategy, body: Callable[[Any], None
 _REPLAY: dict[tuple, list] = {}
 _REPLAY_LIMIT = 4096
 _SPEC_DIGESTS: dict[int, tuple[Any, str]] = {}
+_COLLECTING: list[dict] = []  # innermost last: see collecting()
 
 
 class ReplayMissed(BaseException):
@@ -219,22 +225,41 @@ def run_check_fn(fn: Callable[..., Any], ctx: Context, check: CheckSpec, params:
 
 
 def _replay_key(ctx: Context, check: CheckSpec, settings, variant) -> tuple | None:
+    """What a check's cases depend on: the graded spec (prose and points aside), the check, its seed and
+    settings, and the default dtype; plain strings and numbers, so that a key read from a recorded-cases
+    file (validator.case_store) is the same key."""
     import hashlib
+    import json
     import os
 
     import torch
+
+    from validator.spec.schema import graded_part
 
     if _NO_REPLAY[0] or os.environ.get("VALIDATOR_NO_REPLAY"):
         return None
     challenge = ctx.challenge
     known = _SPEC_DIGESTS.get(id(challenge))
     if known is None or known[0] is not challenge:
-        known = (challenge, hashlib.sha256(challenge.model_dump_json().encode()).hexdigest())
+        graded = json.dumps(graded_part(challenge), sort_keys=True, default=str)
+        known = (challenge, hashlib.sha256(graded.encode()).hexdigest()[:24])
         if len(_SPEC_DIGESTS) > 256:
             _SPEC_DIGESTS.clear()
         _SPEC_DIGESTS[id(challenge)] = known
     return (known[1], check.id, repr(variant), ctx.check_seed(check.id), settings.max_examples,
-            tuple(settings.phases), settings.derandomize, str(torch.get_default_dtype()))
+            tuple(phase.name for phase in settings.phases), settings.derandomize, str(torch.get_default_dtype()))
+
+
+@contextmanager
+def collecting() -> Iterator[dict]:
+    """Within the block, every check that passes adds its key and cases to the dict yielded (drawn or
+    replayed alike): what `validator regenerate` records (validator.case_store)."""
+    into: dict = {}
+    _COLLECTING.append(into)
+    try:
+        yield into
+    finally:
+        _COLLECTING.remove(into)
 
 
 def remembered_keys() -> set:
@@ -266,6 +291,9 @@ def _fresh(case):
     out = copy.copy(case)
     out.inputs = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in case.inputs.items()}
     out.notes = list(case.notes)
+    steps = getattr(case, "steps", None)
+    if steps:  # a sequence: its later calls' tensors are as exposed to the layer as the first call's
+        out.steps = [out] + [_fresh(step) for step in steps[1:]]
     return out
 
 

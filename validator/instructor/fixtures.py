@@ -19,8 +19,10 @@ from typing import Any, Iterable
 
 import torch
 
+from validator.case_store import DRAWING_SOURCES
 from validator.reference_side import (FORMAT, RECORD_PROFILES, RECORD_SEEDS, LiveReference, call_key,
                                       plain_result)
+from validator.spec.schema import graded_part
 
 # -- recording ------------------------------------------------------------------
 _META_ATTRS = frozenset({"shape", "dtype", "device", "requires_grad", "ndim", "layout", "is_meta", "is_sparse",
@@ -136,12 +138,7 @@ class RecordingReference(LiveReference):
 
 
 # -- staleness ------------------------------------------------------------------
-_GRADER_SOURCES = ("cases.py", "context.py", "runner.py", "profiles.py", "spec/schema.py",
-                   "worker/protocol.py", "checks/*.py", "reference_side.py", "instructor/fixtures.py")
-
-
-_DOC_ONLY = ("title", "summary", "contract", "background", "hints", "questions", "strength")
-_CHECK_DOC_ONLY = ("title", "hint", "points", "advisory")
+_GRADER_SOURCES = DRAWING_SOURCES + ("instructor/fixtures.py",)
 
 
 def _code_digest(path: Path) -> bytes:
@@ -206,12 +203,7 @@ def fingerprint(challenge: Any, *, reference_file: Path) -> str:
     import validator
 
     root = Path(validator.__file__).parent
-    spec = challenge.model_dump(mode="json")
-    for key in _DOC_ONLY:
-        spec.pop(key, None)
-    for check in spec.get("checks", []):
-        for key in _CHECK_DOC_ONLY:
-            check.pop(key, None)
+    spec = graded_part(challenge)
     for entry in spec.get("entries", {}).values():
         entry.pop("adapters", None)  # how a student's tests/adapters.py is called: the reference never is
     h = hashlib.sha256(f"{FORMAT}|{list(RECORD_SEEDS)}|{list(RECORD_PROFILES)}|".encode())

@@ -2,7 +2,9 @@
 
 Outputs: ``student/layers.py`` (the stub), ``student/answers.yaml`` (the
 questions, unanswered), ``challenges/<id>.md`` (one page per challenge) and
-``challenges/fixtures/<id>.frozen`` (reference results for handouts). A file
+``challenges/fixtures/<id>.frozen`` (reference results for handouts), with
+``<id>.cases`` beside it (the cases its checks were given, which a fresh grader
+replays instead of drawing: validator.case_store). A file
 is written only when its content changes and fixtures are re-recorded only
 when what they depend on changed, so a second run changes nothing.
 ``--check`` writes nothing and fails when anything is stale (for CI).
@@ -23,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from validator import paths
+from validator import case_store, paths
 from validator.instructor import docs, stubgen
 from validator.instructor.fixtures import fingerprint
 from validator.checks import live_only_tests
-from validator.reference_side import FixtureFile, fixture_path, versions
+from validator.reference_side import SUFFIX, FixtureFile, fixture_path, versions
 from validator.instructor.selfcheck import check_challenge, key_answers, live_shortfall, record
 from validator.questions import load_key
 from validator.spec import Challenge, SpecError, load_catalogue
@@ -77,13 +79,21 @@ def plan(catalogue: dict[str, Challenge], *, reference_file: Path, challenges_di
         elif header.get("versions", {}).get("hypothesis") != versions()["hypothesis"]:
             out.stale_fixtures[cid] = (f"recorded with hypothesis {header['versions'].get('hypothesis')}, "
                                        f"installed {versions()['hypothesis']}")
+        elif case_store.read_stamp(case_store.cases_path(challenges_dir, cid)) != case_store.stamp():
+            out.stale_fixtures[cid] = f"its recorded cases ({cid}{case_store.SUFFIX}) are missing or were drawn " \
+                                      "by other code"
     for page in sorted(challenges_dir.glob("*.md")):
         if page.stem not in catalogue and generated_page(page):
             out.orphans.append(page)
-    for fx in sorted((challenges_dir / "fixtures").glob("*.frozen")):
-        if fx.name.removesuffix(".frozen") not in catalogue:
+    for fx in sorted((challenges_dir / "fixtures").glob("*")):
+        if fx.suffix in (SUFFIX, case_store.SUFFIX) and fx.stem not in catalogue:
             out.orphans.append(fx)
     return out
+
+
+def _write_if_changed(path: Path, blob: bytes) -> None:
+    if not path.exists() or path.read_bytes() != blob:
+        path.write_bytes(blob)
 
 
 # -- the questions' lint: what a student could score without knowing anything ------------------------------
@@ -319,16 +329,19 @@ def regenerate(*, check: bool = False, challenges: Sequence[str] | None = None, 
         for cid, why in to_record.items():
             t0 = time.perf_counter()
             answers, _ = key_answers(key, catalogue[cid])
-            fixture, lost = record(catalogue[cid], catalogue=catalogue, reference_file=reference_file,
-                                   answers=answers)
+            fixture, lost, cases = record(catalogue[cid], catalogue=catalogue, reference_file=reference_file,
+                                          answers=answers)
             problems += [f"{cid}: {msg}" for msg in lost]
             path = fixture_path(challenges_dir, cid)
             path.parent.mkdir(parents=True, exist_ok=True)
             blob = fixture.to_bytes()
-            if not path.exists() or path.read_bytes() != blob:
-                path.write_bytes(blob)
+            _write_if_changed(path, blob)
+            kept, left_out = case_store.to_bytes(cases)
+            _write_if_changed(case_store.cases_path(challenges_dir, cid), kept)
             say(f"recorded {_rel(path)} ({why}): {len(fixture.results)} reference results, "
-                f"{len(blob) / 1024:.0f} KiB, {time.perf_counter() - t0:.1f} s")
+                f"{len(blob) / 1024:.0f} KiB; the cases of {len(cases) - len(left_out)} checks, "
+                f"{len(kept) / 1024:.0f} KiB" + (f" ({len(left_out)} left to be drawn)" if left_out else "")
+                + f"; {time.perf_counter() - t0:.1f} s")
         library = Path(implementations_dir) if implementations_dir else paths.PROJECT_ROOT / "tests" / "implementations"
         for cid, why in to_record.items():
             if (challenges or why == "missing") and not lost_live(problems, cid) and library_files(library, cid):

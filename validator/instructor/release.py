@@ -23,7 +23,7 @@ from typing import Iterable
 
 import yaml
 
-from validator import paths
+from validator import case_store, paths
 from validator.instructor import stubgen
 from validator.reference_side import KEY_HEX, SUFFIX, versions
 from validator.spec import SpecError, load_catalogue
@@ -115,7 +115,8 @@ def _fixture_strings(data: bytes) -> str | None:
 
     def walk(obj) -> None:
         if isinstance(obj, str):
-            found.append(obj)
+            if not digest.match(obj):  # a spec's digest in a recorded case's key
+                found.append(obj)
         elif isinstance(obj, dict):
             for k, v in obj.items():
                 if not digest.match(str(k)):
@@ -133,7 +134,7 @@ def readable_texts(root: Path) -> Iterable[tuple[Path, str]]:
     """Every file as text: plain files decoded, fixtures as the strings they hold, other binaries as latin-1."""
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         data = path.read_bytes()
-        if path.suffix == SUFFIX:
+        if path.suffix in (SUFFIX, case_store.SUFFIX):
             try:
                 data = lzma.decompress(data)
             except lzma.LZMAError:
@@ -197,9 +198,9 @@ def _copy_challenges(src: Path, dest: Path, catalogue: Iterable[str]) -> None:
         shutil.copy2(src / f"{cid}.md", dest / f"{cid}.md")
         (dest / f"{cid}.yaml").write_text(without_strength((src / f"{cid}.yaml").read_text(encoding="utf-8")),
                                           encoding="utf-8")
-        fixture = src / "fixtures" / f"{cid}{SUFFIX}"
-        if fixture.exists():
-            shutil.copy2(fixture, dest / "fixtures" / fixture.name)
+        for fixture in (src / "fixtures" / f"{cid}{SUFFIX}", case_store.cases_path(src, cid)):
+            if fixture.exists():
+                shutil.copy2(fixture, dest / "fixtures" / fixture.name)
 
 
 def _pinned_pyproject(text: str) -> str:

@@ -4,10 +4,13 @@ the key answers every question, and the frozen results replay to full marks.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from validator import checks
 from validator.api import grade
+from validator.case_store import RECORDED
 from validator.questions import FormulaError, draw, evaluate
 from validator.instructor.fixtures import RecordingReference, fingerprint
 from validator.checks import live_only_tests
@@ -66,19 +69,25 @@ def live_shortfall(challenge: Challenge, *, catalogue: dict[str, Challenge], ref
 
 
 def record(challenge: Challenge, *, catalogue: dict[str, Challenge], reference_file: Path,
-           answers: dict[str, Any], seeds=RECORD_SEEDS, profiles=RECORD_PROFILES) -> tuple[FixtureFile, list[str]]:
+           answers: dict[str, Any], seeds=RECORD_SEEDS, profiles=RECORD_PROFILES
+           ) -> tuple[FixtureFile, list[str], dict[tuple, list]]:
     """Grade the reference as the student for every seed and profile, recording its results.
 
-    Returns the fixture and what kept the reference from full marks (empty when sound).
+    Returns the fixture, what kept the reference from full marks (empty when sound), and the cases its
+    checks were given in the runs :data:`validator.case_store.RECORDED` names (replay key -> cases).
     """
     recorder = RecordingReference.from_file(reference_file)
     problems: list[str] = []
+    cases: dict[tuple, list] = {}
     with Worker(reference_file) as worker:
         for profile in profiles:
             for seed in seeds:
-                report = grade(reference_file, challenges=[challenge.id], seed=seed, profile=profile,
-                               answers={challenge.id: answers}, worker=worker, catalogue=catalogue,
-                               reference_dir=reference_file.parent, reference=recorder)
+                kept = checks.collecting() if seed in RECORDED.get(profile, ()) else nullcontext({})
+                with kept as given:
+                    report = grade(reference_file, challenges=[challenge.id], seed=seed, profile=profile,
+                                   answers={challenge.id: answers}, worker=worker, catalogue=catalogue,
+                                   reference_dir=reference_file.parent, reference=recorder)
+                cases.update(given)
                 lost = [x for x in shortfall(report.challenges[0])  # a missing key answer is reported once, apart
                         if not (x.startswith("question_") and x.split()[0].removeprefix("question_") not in answers)]
                 if lost:
@@ -90,7 +99,7 @@ def record(challenge: Challenge, *, catalogue: dict[str, Challenge], reference_f
                           seeds=list(seeds), profiles=list(profiles),
                           deferred=[c.id for c in challenge.checks if c.test in live_only],
                           versions=versions(), results=recorder.slimmed())
-    return fixture, problems
+    return fixture, problems, cases
 
 
 def check_challenge(challenge: Challenge, *, catalogue: dict[str, Challenge], challenges_dir: Path,

@@ -498,3 +498,20 @@ class Challenge(Strict):
     def entry_for(self, check: CheckSpec) -> tuple[str, Entry]:
         name = check.entry or next(iter(self.entries))
         return name, self.entries[name]
+
+
+# What only people read: titles, prose, points, questions. A change there changes no case drawn and no
+# reference result, so neither frozen fixtures nor recorded cases go stale for it.
+DOC_ONLY = ("title", "summary", "contract", "background", "hints", "questions", "strength")
+CHECK_DOC_ONLY = ("title", "hint", "points", "advisory")
+
+
+def graded_part(challenge: Challenge) -> dict:
+    """The spec as plain JSON data, less what only people read (:data:`DOC_ONLY`, :data:`CHECK_DOC_ONLY`)."""
+    spec = challenge.model_dump(mode="json")
+    for key in DOC_ONLY:
+        spec.pop(key, None)
+    for check in spec.get("checks", []):
+        for key in CHECK_DOC_ONLY:
+            check.pop(key, None)
+    return spec

@@ -1,0 +1,182 @@
+"""Recorded cases: what each check was given when the reference passed it, kept on disk, so that a fresh
+grader replays them instead of drawing them again under hypothesis.
+
+A check's cases depend on the graded spec, the check, the seed, the settings and the grader's code alone
+(see :func:`validator.checks.for_all`), so every layer that passes a check is given the same ones. A
+grader remembers them in memory after a pass; ``validator regenerate`` also writes the cases the
+reference was given, for the profiles and seeds in :data:`RECORDED`, to
+``challenges/fixtures/<id>.cases``. A grader that loads the file starts with those cases remembered: a
+first run in a new process (a student's ``submit-build``, a Gradescope container) skips hypothesis's
+search for every check the layer passes. A replayed case that does not simply pass still makes the
+check run again under hypothesis, so failures are found and shrunk as before.
+
+The file is stamped with a digest of the code that draws cases (:data:`DRAWING_SOURCES`, byte for
+byte) and the versions of hypothesis and torch. A grader whose stamp differs ignores the file and draws
+as before, so a stale file costs time, never a verdict; ``regenerate --check`` reports it stale. Like a
+frozen reference it is the worker's wire format under xz (plain tensors from bytes, nothing unpickled),
+and it holds drawn inputs only: nothing in it is an answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from validator.cases import Case
+from validator.reference_side import OFFICIAL_SEED, RECORD_SEEDS, decode, encode, versions
+
+SUFFIX = ".cases"
+FORMAT = 1
+# The code that decides which cases a check draws, relative to the package (all of it ships in a handout).
+DRAWING_SOURCES = ("cases.py", "case_store.py", "context.py", "runner.py", "profiles.py", "spec/schema.py",
+                   "worker/protocol.py", "checks/*.py", "reference_side.py")
+# What regenerate records: submit-build's profile with every seed it picks from, and official grading's run.
+RECORDED = {"default": RECORD_SEEDS, "batch": (OFFICIAL_SEED,)}
+# A check whose cases hold more tensor bytes than this is left to be drawn: a few large tensors are drawn in
+# no time, and would make every handout larger and every load slower.
+MAX_CHECK_BYTES = 64 << 10
+_CASE_FIELDS = ("dims", "inputs", "seed", "notes")
+
+
+def cases_path(challenges_dir: Path, challenge_id: str) -> Path:
+    return Path(challenges_dir) / "fixtures" / f"{challenge_id}{SUFFIX}"
+
+
+@lru_cache(maxsize=1)
+def stamp() -> dict[str, str]:
+    """What recorded cases are valid for: the drawing code's bytes and the libraries that draw."""
+    import validator
+
+    root = Path(validator.__file__).parent
+    h = hashlib.sha256()
+    for path in sorted({p for pattern in DRAWING_SOURCES for p in root.glob(pattern)}):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return {"format": str(FORMAT), "code": h.hexdigest()[:24], **versions()}
+
+
+# -- a Case as plain data ---------------------------------------------------------------------------
+def to_plain(case: Case) -> dict:
+    """A case as wire data: its fields, any attributes a check attached (``layouts``, ``extra``), and the
+    later calls of a sequence (``steps``, whose first is the case itself)."""
+    extra = {k: v for k, v in vars(case).items() if k not in _CASE_FIELDS}
+    steps = extra.pop("steps", None)
+    out = {"dims": case.dims, "inputs": case.inputs, "seed": case.seed, "notes": case.notes, "attrs": extra}
+    if steps is not None:
+        if not steps or steps[0] is not case:
+            raise ValueError("a sequence whose first step is not the case itself")
+        out["steps"] = [to_plain(s) for s in steps[1:]]
+    return out
+
+
+def from_plain(data: dict) -> Case:
+    case = Case(dims=data["dims"], inputs=data["inputs"], seed=data["seed"], notes=data["notes"])
+    for name, value in data.get("attrs", {}).items():
+        setattr(case, name, value)
+    if "steps" in data:
+        case.steps = [case] + [from_plain(s) for s in data["steps"]]
+    return case
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal and of the same types all the way down (a tuple is not a list; a tensor keeps dtype, shape,
+    strides and every bit): what a replayed case must be to stand for the drawn one."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, torch.Tensor):
+        return (a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride()
+                and a.requires_grad == b.requires_grad and a.device == b.device
+                and (a.numel() == 0 or torch.equal(_bits(a), _bits(b))))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, Case):
+        return same(to_plain(a), to_plain(b))
+    return a == b or (a != a and b != b)  # NaN stands for NaN
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().reshape(-1).view(torch.uint8) if t.dtype != torch.bool else t.detach().reshape(-1)
+
+
+# -- the file ---------------------------------------------------------------------------------------------
+def to_bytes(entries: dict[tuple, list]) -> tuple[bytes, list[tuple]]:
+    """The file for ``entries`` (replay key -> cases), and the keys left out, to be drawn again: those whose
+    cases do not come back from the wire format exactly as they were drawn, and those over
+    :data:`MAX_CHECK_BYTES`."""
+    kept, left_out = [], []
+    for key in sorted(entries, key=repr):
+        try:
+            plain = [to_plain(c) for c in entries[key]]
+        except (AttributeError, ValueError):
+            left_out.append(key)
+            continue
+        if _tensor_bytes(plain) > MAX_CHECK_BYTES:
+            left_out.append(key)
+            continue
+        back = decode(encode({"cases": plain}))["cases"]
+        if all(same(c, from_plain(b)) for c, b in zip(entries[key], back)):
+            kept.append([list(key), plain])
+        else:
+            left_out.append(key)
+    return encode({"stamp": stamp(), "entries": kept}), left_out
+
+
+def _tensor_bytes(obj: Any) -> int:
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(_tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in obj)
+    return 0
+
+
+def read(path: Path) -> dict[tuple, list] | None:
+    """The entries of a cases file, or None where it is missing, unreadable or stamped for other code."""
+    try:
+        data = decode(Path(path).read_bytes())
+        if data.get("stamp") != stamp():
+            return None
+        return {_key(raw): [from_plain(c) for c in cases] for raw, cases in data["entries"]}
+    except Exception:  # noqa: BLE001 - a damaged or foreign file only means drawing the cases again
+        return None
+
+
+def read_stamp(path: Path) -> dict | None:
+    try:
+        return decode(Path(path).read_bytes()).get("stamp")
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _key(raw: list) -> tuple:
+    return tuple(tuple(k) if isinstance(k, list) else k for k in raw)
+
+
+_LOADED: dict[str, tuple[int, int]] = {}
+
+
+def load(challenges_dir: Path, challenge_id: str) -> int:
+    """Remember the recorded cases of one challenge in this process (once per file while it is unchanged);
+    returns how many checks' cases were added."""
+    from validator.checks import remember_cases
+
+    path = cases_path(challenges_dir, challenge_id)
+    try:
+        st = path.stat()
+    except OSError:
+        return 0
+    seen = (st.st_mtime_ns, st.st_size)
+    if _LOADED.get(str(path)) == seen:
+        return 0
+    _LOADED[str(path)] = seen
+    entries = read(path)
+    if not entries:
+        return 0
+    remember_cases(entries)
+    return len(entries)

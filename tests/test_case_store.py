@@ -46,11 +46,13 @@ def test_cases_come_back_exactly_or_are_left_to_be_drawn(tmp_path):
         ("a", "strided", "None", 5, 3, ("generate",), True, "torch.float32"): [
             Case(dims={}, inputs={"x": torch.randn(3, 4).t()}, seed=7)],  # nor strides
     }
-    blob, left_out = case_store.to_bytes(entries)
+    blob, left_out = case_store.to_bytes({"default-11": entries, "batch-11": {}})
     assert sorted(key[1] for key in left_out) == ["strided", "tuple"]
     path = tmp_path / "c.cases"
     path.write_bytes(blob)
-    back = case_store.read(path)
+    assert case_store.read(path, "batch-11") == {} and case_store.read(path, "default-23") is None
+    assert "a note" in case_store.strings(path)
+    back = case_store.read(path, "default-11")
     assert sorted(back) == sorted(k for k in entries if k not in left_out)
     for key, cases in back.items():
         assert all(case_store.same(a, b) for a, b in zip(entries[key], cases)), key
@@ -59,15 +61,15 @@ def test_cases_come_back_exactly_or_are_left_to_be_drawn(tmp_path):
 
 
 def test_a_file_stamped_by_other_code_is_ignored(tmp_path, monkeypatch):
-    blob, _ = case_store.to_bytes({("a", "c", "None", 1, 3, ("generate",), True, "f32"): [
-        Case(dims={}, inputs={"x": torch.ones(2)}, seed=1)]})
+    blob, _ = case_store.to_bytes({"quick-5": {("a", "c", "None", 1, 3, ("generate",), True, "f32"): [
+        Case(dims={}, inputs={"x": torch.ones(2)}, seed=1)]}})
     path = tmp_path / "c.cases"
     path.write_bytes(blob)
-    assert case_store.read(path)
+    assert case_store.read(path, "quick-5")
     monkeypatch.setattr(case_store, "stamp", lambda: {"format": "1", "code": "other"})
-    assert case_store.read(path) is None
+    assert case_store.read(path, "quick-5") is None
     path.write_bytes(b"not a cases file")
-    assert case_store.read(path) is None
+    assert case_store.read(path, "quick-5") is None and case_store.read_stamp(path) is None
 
 
 def test_a_replayed_sequence_is_copied_call_by_call():
@@ -91,7 +93,7 @@ def recorded(tmp_path_factory):
     with checks.collecting() as given, Worker(path) as worker:
         grade(path, challenges=[CHALLENGE], seed=OFFICIAL_SEED, profile="quick", answers={}, worker=worker,
               catalogue=catalogue())
-    blob, left_out = case_store.to_bytes(given)
+    blob, left_out = case_store.to_bytes({case_store.section("quick", OFFICIAL_SEED): given})
     assert given and not left_out
     (folder / "fixtures").mkdir()
     case_store.cases_path(folder, CHALLENGE).write_bytes(blob)

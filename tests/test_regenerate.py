@@ -332,7 +332,7 @@ def test_cases_drawn_by_other_code_make_the_fixture_stale(mini, tmp_path, monkey
 
     shutil.copytree(mini["student"].parent, tmp_path, dirs_exist_ok=True)
     dirs = {k: tmp_path / k for k in ("reference", "challenges", "student")}
-    assert case_store.read(case_store.cases_path(dirs["challenges"], "scaling"))
+    assert case_store.read(case_store.cases_path(dirs["challenges"], "scaling"), "default-11")
     monkeypatch.setattr(case_store, "stamp", lambda: {**case_store.read_stamp(
         case_store.cases_path(dirs["challenges"], "scaling")), "code": "changed"})
     code, text = run_regenerate(dirs, check=True, self_check=False)

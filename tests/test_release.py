@@ -20,6 +20,7 @@ import yaml
 
 from test_autograder import dependencies_only_python, hostile_run, needs_sandbox
 from test_regenerate import BROKEN, CORRECT, MINI_KEY, MINI_SHIFT_SPEC, MINI_SPEC, make_project, run_regenerate
+from validator import case_store
 from validator.api import grade
 from validator.instructor import stubgen
 from validator.reference_side import RECORD_SEEDS
@@ -41,8 +42,10 @@ def all_text(root: Path) -> dict[str, str]:
     out = {}
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         data = path.read_bytes()
-        if path.suffix in (".frozen", ".cases"):
+        if path.suffix == ".frozen":
             data = lzma.decompress(data)
+        elif path.suffix == ".cases":
+            data = "\n".join(case_store.strings(path)).encode()
         out[path.relative_to(root).as_posix()] = data.decode("utf-8", errors="replace")
     return out
 
@@ -111,7 +114,7 @@ def test_handout_layout(released):
 def test_the_handouts_grader_replays_the_recorded_cases(released):
     """The stamp is computed from the handout's own copy of the grader: it must match the repository's."""
     probe = ("from pathlib import Path; from validator import case_store; "
-             "print(len(case_store.read(Path('challenges/fixtures/scaling.cases')) or {}))")
+             "print(len(case_store.read(Path('challenges/fixtures/scaling.cases'), 'default-11') or {}))")
     run = subprocess.run([sys.executable, "-c", probe], cwd=released["handout"], env=clean_env(),
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0 and int(run.stdout) > 0, run.stdout + run.stderr

@@ -111,7 +111,7 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
         torch.set_num_threads(1)  # like the worker: sums over repeated IDs come out bit-identical
 
         def grade_one(ch: Challenge, on: Worker) -> ChallengeResult:
-            case_store.load(spec_dir, ch.id)  # here, in the grader that grades it (a forked one, maybe)
+            case_store.load(spec_dir, ch.id, profile=profile, seed=seed)  # in the grader that grades it
             return grade_challenge(ch, worker=on, ref=side, student_file=student_file, seed=seed, settings=settings,
                                    answers=(answers or {}).get(ch.id, {}),
                                    key=None if key_all is None else key_all.get(ch.id, {}),

@@ -12,9 +12,10 @@ check run again under hypothesis, so failures are found and shrunk as before.
 
 The file is stamped with a digest of the code that draws cases (:data:`DRAWING_SOURCES`, byte for
 byte) and the versions of hypothesis and torch. A grader whose stamp differs ignores the file and draws
-as before, so a stale file costs time, never a verdict; ``regenerate --check`` reports it stale. Like a
-frozen reference it is the worker's wire format under xz (plain tensors from bytes, nothing unpickled),
-and it holds drawn inputs only: nothing in it is an answer.
+as before, so a stale file costs time, never a verdict; ``regenerate --check`` reports it stale. It is
+the worker's wire format (plain tensors from bytes, nothing unpickled): the stamp, and one section per
+recorded run (:func:`section`), each compressed on its own so that a grader decompresses only its own.
+It holds drawn inputs only: nothing in it is an answer.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from typing import Any
 import torch
 
 from validator.cases import Case
-from validator.reference_side import OFFICIAL_SEED, RECORD_SEEDS, decode, encode, versions
+from validator.reference_side import OFFICIAL_SEED, RECORD_SEEDS, decode, encode, unpack, versions
+from validator.worker.protocol import pack, tensor_bytes
 
 SUFFIX = ".cases"
 FORMAT = 1
@@ -104,26 +106,36 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 
 
 # -- the file ---------------------------------------------------------------------------------------------
-def to_bytes(entries: dict[tuple, list]) -> tuple[bytes, list[tuple]]:
-    """The file for ``entries`` (replay key -> cases), and the keys left out, to be drawn again: those whose
-    cases do not come back from the wire format exactly as they were drawn, and those over
-    :data:`MAX_CHECK_BYTES`."""
-    kept, left_out = [], []
-    for key in sorted(entries, key=repr):
-        try:
-            plain = [to_plain(c) for c in entries[key]]
-        except (AttributeError, ValueError):
-            left_out.append(key)
-            continue
-        if _tensor_bytes(plain) > MAX_CHECK_BYTES:
-            left_out.append(key)
-            continue
-        back = decode(encode({"cases": plain}))["cases"]
-        if all(same(c, from_plain(b)) for c, b in zip(entries[key], back)):
-            kept.append([list(key), plain])
-        else:
-            left_out.append(key)
-    return encode({"stamp": stamp(), "entries": kept}), left_out
+def section(profile: str, seed: int) -> str:
+    """The name of one run's cases in a file: a grader reads only the section of its own profile and seed."""
+    return f"{profile}-{seed}"
+
+
+def to_bytes(sections: dict[str, dict[tuple, list]]) -> tuple[bytes, list[tuple]]:
+    """The file for ``sections`` (:func:`section` name -> replay key -> cases), and the keys left out, to be
+    drawn again: those whose cases do not come back from the wire format exactly as they were drawn, and
+    those over :data:`MAX_CHECK_BYTES`. Each section is compressed on its own, so a grader decompresses its
+    own run's only."""
+    packed, left_out = {}, []
+    for name in sorted(sections):
+        entries = sections[name]
+        kept = []
+        for key in sorted(entries, key=repr):
+            try:
+                plain = [to_plain(c) for c in entries[key]]
+            except (AttributeError, ValueError):
+                left_out.append(key)
+                continue
+            if _tensor_bytes(plain) > MAX_CHECK_BYTES:
+                left_out.append(key)
+                continue
+            back = unpack(pack({"cases": plain}))["cases"]
+            if all(same(c, from_plain(b)) for c, b in zip(entries[key], back)):
+                kept.append([list(key), plain])
+            else:
+                left_out.append(key)
+        packed[name] = torch.frombuffer(bytearray(encode({"entries": kept})), dtype=torch.uint8)
+    return pack({"stamp": stamp(), "sections": packed}), left_out
 
 
 def _tensor_bytes(obj: Any) -> int:
@@ -136,12 +148,19 @@ def _tensor_bytes(obj: Any) -> int:
     return 0
 
 
-def read(path: Path) -> dict[tuple, list] | None:
-    """The entries of a cases file, or None where it is missing, unreadable or stamped for other code."""
+def _sections(path: Path) -> tuple[dict, dict]:
+    data = unpack(Path(path).read_bytes())
+    return data.get("stamp"), data.get("sections") or {}
+
+
+def read(path: Path, name: str) -> dict[tuple, list] | None:
+    """One section's entries, or None where the file or the section is missing or unreadable, or the file
+    was stamped by other code."""
     try:
-        data = decode(Path(path).read_bytes())
-        if data.get("stamp") != stamp():
+        stamped, sections = _sections(path)
+        if stamped != stamp() or name not in sections:
             return None
+        data = decode(_blob(sections[name]))
         return {_key(raw): [from_plain(c) for c in cases] for raw, cases in data["entries"]}
     except Exception:  # noqa: BLE001 - a damaged or foreign file only means drawing the cases again
         return None
@@ -149,21 +168,54 @@ def read(path: Path) -> dict[tuple, list] | None:
 
 def read_stamp(path: Path) -> dict | None:
     try:
-        return decode(Path(path).read_bytes()).get("stamp")
+        return _sections(path)[0]
     except Exception:  # noqa: BLE001
         return None
+
+
+def strings(path: Path) -> list[str] | None:
+    """Every string a cases file holds (its notes, its keys' check names), for a leak search; None where the
+    file is not one this validator reads."""
+    found: list[str] = []
+
+    def walk(obj: Any) -> None:
+        if isinstance(obj, str):
+            found.append(obj)
+        elif isinstance(obj, dict):
+            for k, v in obj.items():
+                found.append(str(k))
+                walk(v)
+        elif isinstance(obj, (list, tuple)):
+            for v in obj:
+                walk(v)
+
+    try:
+        stamped, sections = _sections(path)
+        walk(stamped)
+        for name, blob in sections.items():
+            found.append(name)
+            walk(decode(_blob(blob)))
+    except Exception:  # noqa: BLE001
+        return None
+    return found
+
+
+def _blob(value: Any) -> bytes:
+    if not isinstance(value, torch.Tensor) or value.dtype != torch.uint8:
+        raise ValueError("a section that is not a byte string")
+    return tensor_bytes(value)
 
 
 def _key(raw: list) -> tuple:
     return tuple(tuple(k) if isinstance(k, list) else k for k in raw)
 
 
-_LOADED: dict[str, tuple[int, int]] = {}
+_LOADED: dict[tuple[str, str], tuple[int, int]] = {}
 
 
-def load(challenges_dir: Path, challenge_id: str) -> int:
-    """Remember the recorded cases of one challenge in this process (once per file while it is unchanged);
-    returns how many checks' cases were added."""
+def load(challenges_dir: Path, challenge_id: str, *, profile: str, seed: int) -> int:
+    """Remember the recorded cases of one challenge's run with ``profile`` and ``seed`` in this process (once
+    per file and section while the file is unchanged); returns how many checks' cases were added."""
     from validator.checks import remember_cases
 
     path = cases_path(challenges_dir, challenge_id)
@@ -171,11 +223,12 @@ def load(challenges_dir: Path, challenge_id: str) -> int:
         st = path.stat()
     except OSError:
         return 0
+    name = section(profile, seed)
     seen = (st.st_mtime_ns, st.st_size)
-    if _LOADED.get(str(path)) == seen:
+    if _LOADED.get((str(path), name)) == seen:
         return 0
-    _LOADED[str(path)] = seen
-    entries = read(path)
+    _LOADED[(str(path), name)] = seen
+    entries = read(path, name)
     if not entries:
         return 0
     remember_cases(entries)

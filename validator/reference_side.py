@@ -94,7 +94,11 @@ def encode(data: dict) -> bytes:
 
 
 def decode(blob: bytes) -> dict:
-    raw = lzma.decompress(blob)
+    return unpack(lzma.decompress(blob))
+
+
+def unpack(raw: bytes) -> dict:
+    """The message :func:`~validator.worker.protocol.pack` made of ``raw`` (no compression)."""
     pos = 0
 
     def take(n: int) -> bytes:

@@ -339,7 +339,7 @@ def regenerate(*, check: bool = False, challenges: Sequence[str] | None = None, 
             kept, left_out = case_store.to_bytes(cases)
             _write_if_changed(case_store.cases_path(challenges_dir, cid), kept)
             say(f"recorded {_rel(path)} ({why}): {len(fixture.results)} reference results, "
-                f"{len(blob) / 1024:.0f} KiB; the cases of {len(cases) - len(left_out)} checks, "
+                f"{len(blob) / 1024:.0f} KiB; the cases of {sum(map(len, cases.values())) - len(left_out)} checks, "
                 f"{len(kept) / 1024:.0f} KiB" + (f" ({len(left_out)} left to be drawn)" if left_out else "")
                 + f"; {time.perf_counter() - t0:.1f} s")
         library = Path(implementations_dir) if implementations_dir else paths.PROJECT_ROOT / "tests" / "implementations"

@@ -93,6 +93,9 @@ def handed_out_text(student_dir: Path, challenges_dir: Path, catalogue: Iterable
     return "\n".join(parts)
 
 
+_DIGEST = re.compile(rf"^[0-9a-f]{{{KEY_HEX}}}$")  # a call key, or the digest of a spec in a case's key
+
+
 def _fixture_strings(data: bytes) -> str | None:
     """The text a fixture holds: every string of its JSON header (keys, exception messages, names).
 
@@ -102,10 +105,8 @@ def _fixture_strings(data: bytes) -> str | None:
     None where the file is not a fixture this validator can read; it is then scanned whole.
     """
     import json
-    import re
     import struct
 
-    digest = re.compile(rf"^[0-9a-f]{{{KEY_HEX}}}$")
     try:
         (size,) = struct.unpack_from("<I", data)
         header = json.loads(data[4:4 + size])
@@ -115,11 +116,10 @@ def _fixture_strings(data: bytes) -> str | None:
 
     def walk(obj) -> None:
         if isinstance(obj, str):
-            if not digest.match(obj):  # a spec's digest in a recorded case's key
-                found.append(obj)
+            found.append(obj)
         elif isinstance(obj, dict):
             for k, v in obj.items():
-                if not digest.match(str(k)):
+                if not _DIGEST.match(str(k)):
                     found.append(str(k))
                 walk(v)
         elif isinstance(obj, list):
@@ -134,7 +134,12 @@ def readable_texts(root: Path) -> Iterable[tuple[Path, str]]:
     """Every file as text: plain files decoded, fixtures as the strings they hold, other binaries as latin-1."""
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         data = path.read_bytes()
-        if path.suffix in (SUFFIX, case_store.SUFFIX):
+        if path.suffix == case_store.SUFFIX:
+            found = case_store.strings(path)
+            if found is not None:
+                yield path, "\n".join(s for s in found if not _DIGEST.match(s))  # keys carry a spec's digest
+                continue
+        if path.suffix == SUFFIX:
             try:
                 data = lzma.decompress(data)
             except lzma.LZMAError:

@@ -10,7 +10,7 @@ from typing import Any
 
 from validator import checks
 from validator.api import grade
-from validator.case_store import RECORDED
+from validator.case_store import RECORDED, section
 from validator.questions import FormulaError, draw, evaluate
 from validator.instructor.fixtures import RecordingReference, fingerprint
 from validator.checks import live_only_tests
@@ -70,24 +70,25 @@ def live_shortfall(challenge: Challenge, *, catalogue: dict[str, Challenge], ref
 
 def record(challenge: Challenge, *, catalogue: dict[str, Challenge], reference_file: Path,
            answers: dict[str, Any], seeds=RECORD_SEEDS, profiles=RECORD_PROFILES
-           ) -> tuple[FixtureFile, list[str], dict[tuple, list]]:
+           ) -> tuple[FixtureFile, list[str], dict[str, dict[tuple, list]]]:
     """Grade the reference as the student for every seed and profile, recording its results.
 
     Returns the fixture, what kept the reference from full marks (empty when sound), and the cases its
-    checks were given in the runs :data:`validator.case_store.RECORDED` names (replay key -> cases).
+    checks were given in the runs :data:`validator.case_store.RECORDED` names (section -> key -> cases).
     """
     recorder = RecordingReference.from_file(reference_file)
     problems: list[str] = []
-    cases: dict[tuple, list] = {}
+    cases: dict[str, dict[tuple, list]] = {}
     with Worker(reference_file) as worker:
         for profile in profiles:
             for seed in seeds:
-                kept = checks.collecting() if seed in RECORDED.get(profile, ()) else nullcontext({})
-                with kept as given:
+                kept = seed in RECORDED.get(profile, ())
+                with checks.collecting() if kept else nullcontext({}) as given:
                     report = grade(reference_file, challenges=[challenge.id], seed=seed, profile=profile,
                                    answers={challenge.id: answers}, worker=worker, catalogue=catalogue,
                                    reference_dir=reference_file.parent, reference=recorder)
-                cases.update(given)
+                if kept:
+                    cases[section(profile, seed)] = given
                 lost = [x for x in shortfall(report.challenges[0])  # a missing key answer is reported once, apart
                         if not (x.startswith("question_") and x.split()[0].removeprefix("question_") not in answers)]
                 if lost:

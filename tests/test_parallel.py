@@ -73,6 +73,29 @@ def test_the_costliest_challenge_is_started_first_and_the_report_keeps_catalogue
     assert by["c"] != str(parent) and by["a"] == str(parent)
 
 
+def test_recorded_costs_outrank_check_counts():
+    """A challenge with few checks may still be the slowest (a transformer block): given the times that
+    regenerate recorded, a child starts with the longest one, not with the one with the most checks."""
+    from types import SimpleNamespace
+
+    parent = os.getpid()
+    sizes = {"a": 2, "b": 3, "c": 9, "d": 1}
+    selected = [SimpleNamespace(id=cid, checks=[None] * n) for cid, n in sizes.items()]
+    results = grade_all(selected, worker=_FakeWorker(), jobs=2, costs=[0.1, 0.2, 0.5, 2.0],
+                        grade_one=lambda ch, w: ChallengeResult(id=ch.id, title=str(os.getpid())))
+    by = {r.id: r.title for r in results}
+    assert by["d"] != str(parent) and by["a"] == str(parent)
+
+
+def test_recorded_grading_times_reach_the_split():
+    """regenerate records how long each challenge took; every challenge of the catalogue has one."""
+    from helpers import ROOT
+    from validator import case_store
+
+    times = {cid: case_store.seconds(ROOT / "challenges", cid) for cid in catalogue()}
+    assert all(t is not None and t > 0 for t in times.values()), times
+
+
 def test_a_child_keeps_grading_while_the_parent_is_busy_with_a_long_challenge():
     """A child's result is often larger than a pipe holds (it carries the cases it remembers): it must
     not sit on a blocked write until the parent is done with its own challenge (a whole-catalogue run

@@ -120,8 +120,10 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
                                    fail_fast=fail_fast, student_id=student_id)
         try:
             serial = device or not getattr(side, "fork_safe", True)
+            recorded = [case_store.seconds(spec_dir, c.id) for c in selected]
             results = grade_all(selected, worker=worker, jobs=1 if serial else jobs, grade_one=grade_one,
-                                on_challenge=on_challenge)
+                                on_challenge=on_challenge,
+                                costs=recorded if None not in recorded else None)
         finally:
             torch.set_num_threads(threads)
         if package is not None:  # what staging set aside, and each module the worker replaced by a placeholder

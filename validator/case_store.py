@@ -111,11 +111,11 @@ def section(profile: str, seed: int) -> str:
     return f"{profile}-{seed}"
 
 
-def to_bytes(sections: dict[str, dict[tuple, list]]) -> tuple[bytes, list[tuple]]:
+def to_bytes(sections: dict[str, dict[tuple, list]], *, seconds: float | None = None) -> tuple[bytes, list[tuple]]:
     """The file for ``sections`` (:func:`section` name -> replay key -> cases), and the keys left out, to be
     drawn again: those whose cases do not come back from the wire format exactly as they were drawn, and
     those over :data:`MAX_CHECK_BYTES`. Each section is compressed on its own, so a grader decompresses its
-    own run's only."""
+    own run's only. ``seconds``: what grading the challenge took when it was recorded (see :func:`seconds`)."""
     packed, left_out = {}, []
     for name in sorted(sections):
         entries = sections[name]
@@ -135,7 +135,10 @@ def to_bytes(sections: dict[str, dict[tuple, list]]) -> tuple[bytes, list[tuple]
             else:
                 left_out.append(key)
         packed[name] = torch.frombuffer(bytearray(encode({"entries": kept})), dtype=torch.uint8)
-    return pack({"stamp": stamp(), "sections": packed}), left_out
+    header = {"stamp": stamp(), "sections": packed}
+    if seconds is not None:
+        header["seconds"] = round(float(seconds), 2)
+    return pack(header), left_out
 
 
 def _tensor_bytes(obj: Any) -> int:
@@ -148,9 +151,35 @@ def _tensor_bytes(obj: Any) -> int:
     return 0
 
 
+_READ: dict[str, tuple[tuple[int, int], dict]] = {}
+
+
+def _header(path: Path) -> dict:
+    """The file's outer message (stamp, seconds, compressed sections), read once while the file is unchanged."""
+    st = Path(path).stat()
+    seen = (st.st_mtime_ns, st.st_size)
+    known = _READ.get(str(path))
+    if known is None or known[0] != seen:
+        if len(_READ) > 64:
+            _READ.clear()
+        known = (seen, unpack(Path(path).read_bytes()))
+        _READ[str(path)] = known
+    return known[1]
+
+
 def _sections(path: Path) -> tuple[dict, dict]:
-    data = unpack(Path(path).read_bytes())
+    data = _header(path)
     return data.get("stamp"), data.get("sections") or {}
+
+
+def seconds(challenges_dir: Path, challenge_id: str) -> float | None:
+    """What grading the challenge took when its cases were recorded (the reference, one grader): how
+    parallel graders share a run (validator.parallel). None where nothing was recorded."""
+    try:
+        value = _header(cases_path(challenges_dir, challenge_id)).get("seconds")
+    except Exception:  # noqa: BLE001 - no file, or not one this validator reads
+        return None
+    return float(value) if isinstance(value, (int, float)) and value >= 0 else None
 
 
 def read(path: Path, name: str) -> dict[tuple, list] | None:

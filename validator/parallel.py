@@ -13,7 +13,8 @@ Who grades what is decided as the run goes, not up front: challenges differ tenf
 transformer embedding has 45 checks, softmax 17), so fixed shares leave one grader idle while
 another finishes a long tail. Each challenge has one token; whoever takes it grades it. The parent
 takes them in catalogue order, so the report streams from its top as before; each child takes the
-costliest left first, so no large challenge is started last.
+costliest left first, so no large challenge is started last. What a challenge costs is the time
+`validator regenerate` measured grading it (validator.case_store.seconds), else its number of checks.
 """
 
 from __future__ import annotations
@@ -43,8 +44,10 @@ def default_jobs(n_challenges: int) -> int:
 
 def grade_all(selected: Sequence[Challenge], *, worker: Worker, jobs: int,
               grade_one: Callable[[Challenge, Worker], ChallengeResult],
-              on_challenge: Callable[[ChallengeResult], None] | None = None) -> list[ChallengeResult]:
-    """``grade_one`` over ``selected``; in ``jobs`` forked graders when that is worth it, else here."""
+              on_challenge: Callable[[ChallengeResult], None] | None = None,
+              costs: Sequence[float] | None = None) -> list[ChallengeResult]:
+    """``grade_one`` over ``selected``; in ``jobs`` forked graders when that is worth it, else here.
+    ``costs``: each challenge's expected grading time (any unit); by default, its number of checks."""
     results: list[ChallengeResult | None] = [None] * len(selected)
     emitted = 0
 
@@ -59,7 +62,9 @@ def grade_all(selected: Sequence[Challenge], *, worker: Worker, jobs: int,
         claims = _Claims(len(selected))
         spool = tempfile.mkdtemp(prefix="validator-results-")
         try:
-            costliest = sorted(range(len(selected)), key=lambda i: (-_cost(selected[i]), -i))
+            cost = list(costs) if costs is not None and len(costs) == len(selected) else \
+                [_cost(c) for c in selected]
+            costliest = sorted(range(len(selected)), key=lambda i: (-cost[i], -i))
             own = claims.first(range(len(selected)))  # each grader starts with one challenge of its own
             firsts = [claims.first(costliest) for _ in range(min(jobs, len(selected)) - 1)]
             children = [_fork_grader(selected, first, costliest, claims, worker, grade_one, spool)
@@ -80,7 +85,8 @@ def grade_all(selected: Sequence[Challenge], *, worker: Worker, jobs: int,
 
 
 def _cost(challenge) -> int:
-    """A challenge's expected grading time, in checks (what fills a grader's time is their examples)."""
+    """A challenge's expected grading time, in checks, where no recorded time says better (what fills a
+    grader's time is their examples; but a transformer block's 31 checks take longer than softmax's 19)."""
     return len(getattr(challenge, "checks", None) or ())
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from statistics import NormalDist
 
 import torch
@@ -98,14 +99,7 @@ class Distribution:
             return (self.a + self.b) / 2, w * w / 12, w**4 / 80
         if self.family == "constant":
             return self.value, 0.0, 0.0
-        x = torch.linspace(self.a, self.b, 400_001, dtype=torch.float64)
-        pdf = torch.exp(-0.5 * ((x - self.mean) / self.std) ** 2)
-        pdf /= torch.trapezoid(pdf, x)
-        m = float(torch.trapezoid(x * pdf, x))
-        m = 0.0 if abs(m) < 1e-12 * max(self.std, 1.0) else m  # quadrature noise of a symmetric cut
-        var = float(torch.trapezoid((x - m) ** 2 * pdf, x))
-        m4 = float(torch.trapezoid((x - m) ** 4 * pdf, x))
-        return m, var, m4
+        return _truncated_normal_moments(self.mean, self.std, float(self.a), float(self.b))
 
     def describe(self) -> str:
         if self.family == "truncated_normal":
@@ -115,6 +109,20 @@ class Distribution:
         if self.family == "uniform":
             return f"uniform on [{self.a:.6g}, {self.b:.6g}]"
         return f"constant {self.value:g}"
+
+
+@lru_cache(maxsize=64)
+def _truncated_normal_moments(mean: float, std: float, a: float, b: float) -> tuple[float, float, float]:
+    """A truncated normal's (mean, variance, fourth central moment) by quadrature on 400,001 points: about
+    20 ms, and an init check asks twice per parameter, so each distribution is integrated once a process."""
+    x = torch.linspace(a, b, 400_001, dtype=torch.float64)
+    pdf = torch.exp(-0.5 * ((x - mean) / std) ** 2)
+    pdf /= torch.trapezoid(pdf, x)
+    m = float(torch.trapezoid(x * pdf, x))
+    m = 0.0 if abs(m) < 1e-12 * max(std, 1.0) else m  # quadrature noise of a symmetric cut
+    var = float(torch.trapezoid((x - m) ** 2 * pdf, x))
+    m4 = float(torch.trapezoid((x - m) ** 4 * pdf, x))
+    return m, var, m4
 
 
 def _bound_slack(lo: float, hi: float) -> float:

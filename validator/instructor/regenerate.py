@@ -329,14 +329,14 @@ def regenerate(*, check: bool = False, challenges: Sequence[str] | None = None, 
         for cid, why in to_record.items():
             t0 = time.perf_counter()
             answers, _ = key_answers(key, catalogue[cid])
-            fixture, lost, cases = record(catalogue[cid], catalogue=catalogue, reference_file=reference_file,
-                                          answers=answers)
-            problems += [f"{cid}: {msg}" for msg in lost]
+            recording = record(catalogue[cid], catalogue=catalogue, reference_file=reference_file, answers=answers)
+            fixture, cases = recording.fixture, recording.cases
+            problems += [f"{cid}: {msg}" for msg in recording.problems]
             path = fixture_path(challenges_dir, cid)
             path.parent.mkdir(parents=True, exist_ok=True)
             blob = fixture.to_bytes()
             _write_if_changed(path, blob)
-            kept, left_out = case_store.to_bytes(cases)
+            kept, left_out = case_store.to_bytes(cases, seconds=recording.seconds)
             _write_if_changed(case_store.cases_path(challenges_dir, cid), kept)
             say(f"recorded {_rel(path)} ({why}): {len(fixture.results)} reference results, "
                 f"{len(blob) / 1024:.0f} KiB; the cases of {sum(map(len, cases.values())) - len(left_out)} checks, "

@@ -4,7 +4,9 @@ the key answers every question, and the frozen results replay to full marks.
 
 from __future__ import annotations
 
+import time
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,27 +70,37 @@ def live_shortfall(challenge: Challenge, *, catalogue: dict[str, Challenge], ref
     return shortfall(report.challenges[0])
 
 
-def record(challenge: Challenge, *, catalogue: dict[str, Challenge], reference_file: Path,
-           answers: dict[str, Any], seeds=RECORD_SEEDS, profiles=RECORD_PROFILES
-           ) -> tuple[FixtureFile, list[str], dict[str, dict[tuple, list]]]:
-    """Grade the reference as the student for every seed and profile, recording its results.
+@dataclass
+class Recording:
+    """What :func:`record` found: the fixture, what kept the reference from full marks (empty when sound),
+    the cases its checks were given in the runs :data:`validator.case_store.RECORDED` names (section ->
+    replay key -> cases), and the fastest of those runs in seconds."""
 
-    Returns the fixture, what kept the reference from full marks (empty when sound), and the cases its
-    checks were given in the runs :data:`validator.case_store.RECORDED` names (section -> key -> cases).
-    """
+    fixture: FixtureFile
+    problems: list[str]
+    cases: dict[str, dict[tuple, list]]
+    seconds: float | None
+
+
+def record(challenge: Challenge, *, catalogue: dict[str, Challenge], reference_file: Path,
+           answers: dict[str, Any], seeds=RECORD_SEEDS, profiles=RECORD_PROFILES) -> Recording:
+    """Grade the reference as the student for every seed and profile, recording its results."""
     recorder = RecordingReference.from_file(reference_file)
     problems: list[str] = []
     cases: dict[str, dict[tuple, list]] = {}
+    timed: list[float] = []
     with Worker(reference_file) as worker:
         for profile in profiles:
             for seed in seeds:
                 kept = seed in RECORDED.get(profile, ())
+                started = time.perf_counter()
                 with checks.collecting() if kept else nullcontext({}) as given:
                     report = grade(reference_file, challenges=[challenge.id], seed=seed, profile=profile,
                                    answers={challenge.id: answers}, worker=worker, catalogue=catalogue,
                                    reference_dir=reference_file.parent, reference=recorder)
                 if kept:
                     cases[section(profile, seed)] = given
+                    timed.append(time.perf_counter() - started)
                 lost = [x for x in shortfall(report.challenges[0])  # a missing key answer is reported once, apart
                         if not (x.startswith("question_") and x.split()[0].removeprefix("question_") not in answers)]
                 if lost:
@@ -100,7 +112,7 @@ def record(challenge: Challenge, *, catalogue: dict[str, Challenge], reference_f
                           seeds=list(seeds), profiles=list(profiles),
                           deferred=[c.id for c in challenge.checks if c.test in live_only],
                           versions=versions(), results=recorder.slimmed())
-    return fixture, problems, cases
+    return Recording(fixture=fixture, problems=problems, cases=cases, seconds=min(timed) if timed else None)
 
 
 def check_challenge(challenge: Challenge, *, catalogue: dict[str, Challenge], challenges_dir: Path,

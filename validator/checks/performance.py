@@ -186,7 +186,10 @@ def time_ratio(ctx: Context, check: CheckSpec, p: TimeParams) -> str:
     spell slows both, and each side keeps its fastest run: load can only slow a run, never speed it up,
     so the minimum is the layer's own time. A ratio above the limit is measured again (more rounds,
     minima over all of them) before it fails: a spell of load that hit only the student's runs cannot
-    fail correct code, while a per-token Python loop stays 100x slower in every round.
+    fail correct code, while a per-token Python loop stays 100x slower in every round. The tries stop at
+    two where the ratio is within ``max_ratio / decisive``: for more runs to push it past the limit, load
+    would have had to slow both of the reference's runs ``decisive`` times and none of the student's (the
+    ``decisive`` rule for failing, turned round).
     """
     size = p.case.draw(_rng(ctx, check, "size"))
     tokens = [0]
@@ -210,8 +213,8 @@ def time_ratio(ctx: Context, check: CheckSpec, p: TimeParams) -> str:
             student.append(seconds)
             reference.append(_seconds(_reference_single_threaded(ctx, call)))
             spent += student[-1]
-            if i >= 1 and spent > p.budget_seconds:
-                break
+            if i >= 1 and (spent > p.budget_seconds or _ratio_of_minima(student, reference)[2] <= p.max_ratio / p.decisive):
+                break  # far too slow to try again, or so far within the limit that no load could explain it
         best, ref_best, ratio = _ratio_of_minima(student, reference)
         slow = best > p.floor_seconds and ratio > p.max_ratio
         if not slow or spent > p.budget_seconds or ratio > p.max_ratio * p.decisive:

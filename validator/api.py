@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from validator import case_store, paths
-from validator.grading import grade_challenge
+from validator.grading import Run, grade_challenge
 from validator.parallel import grade_all
 from validator.profiles import get_settings
 from validator.questions import load_key
@@ -110,14 +110,14 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # like the worker: sums over repeated IDs come out bit-identical
 
+        run = Run(student_file=student_file, seed=seed, settings=settings, profile=profile,
+                  only_checks=frozenset(checks) if checks else None, student_arg=student_arg, timeout=timeout,
+                  device=device, package=package, fail_fast=fail_fast, student_id=student_id)
+
         def grade_one(ch: Challenge, on: Worker) -> ChallengeResult:
             case_store.load(spec_dir, ch.id, profile=profile, seed=seed)  # in the grader that grades it
-            return grade_challenge(ch, worker=on, ref=side, student_file=student_file, seed=seed, settings=settings,
-                                   answers=(answers or {}).get(ch.id, {}),
-                                   key=None if key_all is None else key_all.get(ch.id, {}),
-                                   only_checks=set(checks) if checks else None, student_arg=student_arg,
-                                   timeout=timeout, device=device, profile=profile, package=package,
-                                   fail_fast=fail_fast, student_id=student_id)
+            return grade_challenge(ch, run=run, worker=on, ref=side, answers=(answers or {}).get(ch.id, {}),
+                                   key=None if key_all is None else key_all.get(ch.id, {}))
         try:
             serial = device or not getattr(side, "fork_safe", True)
             recorded = [case_store.seconds(spec_dir, c.id) for c in selected]

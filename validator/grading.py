@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -184,20 +185,39 @@ def _outcome_hints(selected: list[CheckSpec], done: dict[str, CheckResult]) -> N
                 break
 
 
-def grade_challenge(challenge: Challenge, *, worker: Worker, ref: ReferenceSide, student_file: Path, seed: int,
-                    settings,
-                    answers: dict[str, Any], key: dict[str, Any] | None, only_checks: set[str] | None = None,
-                    student_arg: str | None = None, timeout: float | None = None, on_check: Callable[[CheckResult], None] | None = None,
-                    device: str | None = None, profile: str | None = None,
-                    package: Any = None, fail_fast: bool = False, student_id: str | None = None) -> ChallengeResult:
-    """Grade one challenge; ``ref`` answers for the reference (live, recording or frozen).
-    ``package`` (a validator.package.StudentPackage) grades a student's own package through its mapping.
-    ``fail_fast`` stops at the first check that loses points (the rest are skipped, questions are not
-    graded): enough to know that a mutant of the reference is caught (`validator strength`).
-    ``student_id`` draws the numbers of questions asked per student (validator.questions.draw)."""
+@dataclass(frozen=True)
+class Run:
+    """What every challenge of one run shares, said once (:func:`validator.api.grade` builds it).
+
+    ``settings`` are the hypothesis settings of ``profile``; ``only_checks`` narrows each challenge to
+    those check ids; ``package`` (a validator.package.StudentPackage) grades a student's own package
+    through its mapping; ``fail_fast`` stops a challenge at the first check that loses points (the rest
+    are skipped, questions are not graded: enough to know that a mutant is caught, `validator
+    strength`); ``student_id`` draws the numbers of questions asked per student (validator.questions.draw).
+    """
+
+    student_file: Path
+    seed: int
+    settings: Any
+    profile: str | None = None
+    only_checks: frozenset[str] | None = None
+    student_arg: str | None = None
+    timeout: float | None = None
+    device: str | None = None
+    package: Any = None
+    fail_fast: bool = False
+    student_id: str | None = None
+
+
+def grade_challenge(challenge: Challenge, *, run: Run, worker: Worker, ref: ReferenceSide, answers: dict[str, Any],
+                    key: dict[str, Any] | None, on_check: Callable[[CheckResult], None] | None = None
+                    ) -> ChallengeResult:
+    """Grade one challenge of ``run``; ``ref`` answers for the reference (live, recording or frozen)."""
     result = ChallengeResult(id=challenge.id, title=challenge.title)
-    ctx = Context(challenge=challenge, ref=ref, worker=worker, student_file=student_file, seed=seed,
-                  settings=settings, timeout_cap=timeout, device=device, profile=profile, package=package)
+    package, only_checks = run.package, run.only_checks
+    ctx = Context(challenge=challenge, ref=ref, worker=worker, student_file=run.student_file, seed=run.seed,
+                  settings=run.settings, timeout_cap=run.timeout, device=run.device, profile=run.profile,
+                  package=package)
     if package is not None:
         result.implementations = {name: f"{t.label} ({t.file})" for name in challenge.entries
                                   if (t := ctx.target(name)) is not None}
@@ -238,21 +258,21 @@ def grade_challenge(challenge: Challenge, *, worker: Worker, ref: ReferenceSide,
                              title=check.title, message=f"not graded until {', '.join(unmet)} passes: "
                              "this check only means something for a working implementation")
         else:
-            cr = run_check(ctx, check, student_arg)
+            cr = run_check(ctx, check, run.student_arg)
             if cr.kind in VALUE_KINDS and cr.status == "failed":
                 ctx.wrong_values.append(cr.id)
         done[check.id] = cr
         result.checks.append(cr)
         if on_check:
             on_check(cr)
-        if fail_fast and (problem or (cr.status in ("failed", "error") and cr.score < cr.max_score)):
+        if run.fail_fast and (problem or (cr.status in ("failed", "error") and cr.score < cr.max_score)):
             stopped_at = check.id
     result.problem = problem
     _outcome_hints(selected, done)
     if not only_checks and stopped_at is None:
         for q in challenge.questions:
             cr = grade_question(q, answers.get(q.id), None if key is None else (key.get(q.id) or {}),
-                                challenge=challenge.id, student=student_id)
+                                challenge=challenge.id, student=run.student_id)
             result.checks.append(cr)
             if on_check:
                 on_check(cr)

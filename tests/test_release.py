@@ -437,6 +437,8 @@ def test_a_bundle_for_some_challenges_carries_and_grades_only_those(released):
 
     subset = released["subset"]
     assert sorted(p.name for p in (subset / "challenges").glob("*.yaml")) == ["shifting.yaml"]
+    # its recorded cases too: each Gradescope container is a fresh grader, which replays them
+    assert sorted(p.name for p in (subset / "challenges" / "fixtures").glob("*.cases")) == ["shifting.cases"]
     assert not (subset / "challenges" / "scaling.md").exists()
     assert yaml.safe_load((subset / "reference" / "answer_key.yaml").read_text()) == {}
     assert ag.graded_challenges(subset) == ["shifting"] and ag.graded_challenges(released["bundle"]) is None

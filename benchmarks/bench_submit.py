@@ -8,8 +8,9 @@ and a `--watch` regrade: the time from saving an edit of the reference's `Embedd
 to the redrawn report of token_embedding, in a watch started on a copy of it; and the whole
 catalogue as a student runs it, in a handout (`validator release --out`, the reference copied in as
 the student's layers.py, a seed the handout recorded, frozen reference results). Every run uses seed
-11 (OFFICIAL_SEED), one of the recorded seeds that `submit-build` picks from when given none, so its cases
-are on disk (challenges/fixtures/<id>.cases) as they are for a student. Each line
+11 (OFFICIAL_SEED): in a handout, `submit-build` given no seed picks one of the recorded seeds, whose cases
+are on disk (challenges/fixtures/<id>.cases); in the repository it picks a random seed, whose cases it
+draws (about a fifth slower for the whole catalogue). Each line
 gives its ratio to the import, measured in the same run on the same machine, so the ratio
 is what to compare across machines; and, where /proc shows it (Linux), the CPU seconds the
 run used (every process, workers included) and their ratio to the import's, which a busy

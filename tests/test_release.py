@@ -112,12 +112,20 @@ def test_handout_layout(released):
 
 
 def test_the_handouts_grader_replays_the_recorded_cases(released):
-    """The stamp is computed from the handout's own copy of the grader: it must match the repository's."""
-    probe = ("from pathlib import Path; from validator import case_store; "
-             "print(len(case_store.read(Path('challenges/fixtures/scaling.cases'), 'default-11') or {}))")
+    """The stamp and the replay keys are computed from the handout's own copy of the grader and its specs
+    (without their `strength:` blocks): a correct layer graded there must search nothing under hypothesis."""
+    probe = ("from pathlib import Path; from validator import case_store, checks; from validator.api import grade\n"
+             "print(len(case_store.read(Path('challenges/fixtures/scaling.cases'), 'default-11') or {}))\n"
+             "searches = []; given = checks.given\n"
+             "checks.given = lambda *a, **k: (searches.append(1), given(*a, **k))[1]\n"
+             f"report = grade({str(released['root'] / 'correct.py')!r}, challenges=['scaling'], seed=11, "
+             "profile='default', answers={})\n"
+             "print(len(searches), sorted({c.status for c in report.challenges[0].checks if c.kind != 'question'}))")
     run = subprocess.run([sys.executable, "-c", probe], cwd=released["handout"], env=clean_env(),
                          capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0 and int(run.stdout) > 0, run.stdout + run.stderr
+    assert run.returncode == 0, run.stdout + run.stderr
+    recorded, searched = run.stdout.splitlines()[:2]
+    assert int(recorded) > 0 and searched.startswith("0 "), run.stdout
 
 
 def test_handout_holds_no_solution_and_no_key(released):

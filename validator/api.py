@@ -119,11 +119,10 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
             return grade_challenge(ch, run=run, worker=on, ref=side, answers=(answers or {}).get(ch.id, {}),
                                    key=None if key_all is None else key_all.get(ch.id, {}))
         try:
-            serial = device or not getattr(side, "fork_safe", True)
-            recorded = [case_store.seconds(spec_dir, c.id) for c in selected]
-            results = grade_all(selected, worker=worker, jobs=1 if serial else jobs, grade_one=grade_one,
-                                on_challenge=on_challenge,
-                                costs=recorded if None not in recorded else None)
+            jobs = 1 if device or not getattr(side, "fork_safe", True) else jobs
+            recorded = [case_store.seconds(spec_dir, c.id) for c in selected] if jobs > 1 else [None]
+            results = grade_all(selected, worker=worker, jobs=jobs, grade_one=grade_one, on_challenge=on_challenge,
+                                costs=recorded if None not in recorded else None)  # how forked graders split
         finally:
             torch.set_num_threads(threads)
         if package is not None:  # what staging set aside, and each module the worker replaced by a placeholder

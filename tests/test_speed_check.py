@@ -2,11 +2,14 @@
 
 The runner's timings are scripted here (no wall clock is asserted on): what the check does with them
 is the subject. Load outside the timed passes (a slow worker round trip) does not count; a busy spell
-that slows only the student's runs is measured again; a layer that is slow in every run fails.
+that slows only the student's runs is measured again; a layer that is slow in every run fails; the
+reference is only ever timed with the submission's processes stopped (every ``Script.reference_call``
+asserts it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from types import SimpleNamespace
@@ -22,6 +25,21 @@ OUT = torch.arange(6.0)
 CHECK = SimpleNamespace(id="speed", timeout=30.0)
 
 
+class PausableWorker:
+    """Records whether the grader holds the submission's processes stopped (``Worker.paused``)."""
+
+    def __init__(self):
+        self.is_paused = False
+
+    @contextlib.contextmanager
+    def paused(self):
+        self.is_paused = True
+        try:
+            yield True
+        finally:
+            self.is_paused = False
+
+
 class Script:
     """The runner's ``seconds`` for the student's and the reference's timed calls, in the order they run."""
 
@@ -30,6 +48,7 @@ class Script:
         self.student_delay = student_delay
         self.student_calls = self.reference_calls = 0
         self.calls = []
+        self.worker = PausableWorker()
 
     def measured(self, ctx, check, call, doing=""):
         time.sleep(self.student_delay)  # a slow round trip to the worker: not the layer's time
@@ -39,6 +58,7 @@ class Script:
         return {"ok": True, "output": OUT, "seconds": seconds}
 
     def reference_call(self, call):
+        assert self.worker.is_paused, "the reference was timed while the submission's processes could run"
         self.reference_calls += 1
         seconds = 0.001 if call.get("repeat") == 1 else next(self.reference)
         return {"ok": True, "output": OUT, "seconds": seconds}
@@ -58,7 +78,7 @@ def speed(monkeypatch):
             [{"value": torch.full((4,), seed + n / 10)}] for n in range(1, passes)])
         monkeypatch.setattr(performance, "measured", script.measured)
         ctx = SimpleNamespace(challenge=SimpleNamespace(tolerance="exact"), reference_call=script.reference_call,
-                              check_seed=lambda check_id: 7)
+                              check_seed=lambda check_id: 7, worker=script.worker)
         return time_ratio(ctx, CHECK, TimeParams(case=Size(), **params))
     return run
 

@@ -20,6 +20,7 @@ processes hold; elsewhere the limit is per process, on address space only, and
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import fcntl
@@ -32,7 +33,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWNET = 0x00020000, 0x04000000, 0x08000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
@@ -564,19 +565,62 @@ def fresh_keyrings() -> None:
 
 def processes_of(uid: int) -> list[int]:
     """Live (non-zombie) processes owned by ``uid``, read from /proc."""
-    found = []
+    return list(_states_of(uid))
+
+
+def _states_of(uid: int) -> dict[int, str]:
+    """pid -> state letter (``R``, ``S``, ``T``...) of each live (non-zombie) process owned by ``uid``."""
+    found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/status") as fh:
+            with open(f"/proc/{entry}/status", "rb") as fh:
                 status = fh.read()
         except OSError:
             continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        if fields.get("Uid", "").split()[:1] == [str(uid)] and not fields.get("State", "").strip().startswith("Z"):
-            found.append(int(entry))
+        at, state_at = status.find(b"\nUid:"), status.find(b"\nState:")
+        if at < 0 or state_at < 0 or status[at + 5:status.find(b"\n", at + 1)].split()[:1] != [str(uid).encode()]:
+            continue
+        state = status[state_at + 7:state_at + 16].strip()[:1].decode()
+        if state and state != "Z":
+            found[int(entry)] = state
     return found
+
+
+@contextlib.contextmanager
+def paused(uid: int | None, *, rounds: int = 50) -> Iterator[bool]:
+    """Every process of ``uid`` (a worker slot's uid) stopped for the block, then continued; yields whether it could.
+
+    While the grader times the reference for a speed check, nothing of the submission may run: processes
+    it left running (or woke just before its reply) would compete for the CPU with the reference's timed
+    runs and shrink the ratio. A stopped process cannot fork, so a few scans catch every child; processes
+    that were already stopped (the student's own doing) are left stopped afterwards. Needs root (the grader
+    signals another uid); without a uid of its own the worker runs as the grader and nothing is paused.
+    """
+    if uid is None or os.geteuid() != 0:
+        yield False
+        return
+    stopped: set[int] = set()
+    try:
+        for _ in range(rounds):
+            running = [pid for pid, state in _states_of(uid).items() if state not in "Tt"]
+            if not running:
+                break
+            for pid in running:
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                    stopped.add(pid)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.0002)  # a signalled process on another CPU stops at its next return to user space
+        yield True
+    finally:
+        for pid in stopped:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
 
 
 def describe_signal(sig: int, limits: Limits | None, *, oom: bool = False) -> str | None:

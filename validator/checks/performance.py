@@ -235,10 +235,13 @@ def _seconds(result: dict) -> float:
 
 
 def _reference_single_threaded(ctx: Context, call: dict) -> dict:
-    """The reference runs in the grader's process: one thread, like the student's worker."""
+    """The reference runs in the grader's process: one thread, like the student's worker, and with every
+    process of the submission stopped (``Worker.paused``), so that nothing it left running or woke before
+    its reply competes with the reference's timed runs and shrinks the ratio."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return ctx.reference_call(call)
+        with ctx.worker.paused():
+            return ctx.reference_call(call)
     finally:
         torch.set_num_threads(threads)

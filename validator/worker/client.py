@@ -7,6 +7,7 @@ act on; the next request starts a fresh worker and reloads the student file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -17,7 +18,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
 from validator.worker.main import PROFILER_NOISE  # torch profiler lines in a worker's log: nobody's output
 from validator.worker.protocol import (HEADER_CAP_BYTES, MAX_HEADER_DEPTH, REPLY_CAP_BYTES, ChannelClosed,
@@ -255,6 +256,11 @@ class Worker:
             return proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             return None
+
+    def paused(self) -> ContextManager[bool]:
+        """Nothing of the student's runs inside the block (see :meth:`SandboxedWorker.paused`); yields whether
+        that holds. A plain worker runs as the grader's own user, whose processes cannot all be stopped."""
+        return contextlib.nullcontext(False)
 
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None and self.req_fd is not None:
@@ -583,6 +589,13 @@ class SandboxedWorker(Worker):
             self.load_failure = {"ok": False, "names": [],
                                  "exception": {"type": kind, "mro": [kind], "message": str(exc), "where": []}}
             return self.load_failure
+
+    def paused(self) -> ContextManager[bool]:
+        """Every process of the submission (its sandbox uid's) stopped for the block: what the grader times of
+        its own then competes with nothing the student left running (:func:`validator.sandbox.paused`)."""
+        from validator import sandbox
+
+        return sandbox.paused(self.sandbox.uid)
 
     def _roundtrip(self, message: dict, timeout: float, doing: str) -> Any:
         if self.deadline is None:

@@ -28,7 +28,8 @@ from typing import Any
 import torch
 
 from validator.cases import Case
-from validator.reference_side import OFFICIAL_SEED, RECORD_SEEDS, decode, encode, unpack, versions
+from validator.reference_side import (OFFICIAL_SEED, RECORD_SEEDS, decode, decoded_once, encode, strings_in, unpack,
+                                      versions)
 from validator.worker.protocol import pack, tensor_bytes
 
 SUFFIX = ".cases"
@@ -156,15 +157,7 @@ _READ: dict[str, tuple[tuple[int, int], dict]] = {}
 
 def _header(path: Path) -> dict:
     """The file's outer message (stamp, seconds, compressed sections), read once while the file is unchanged."""
-    st = Path(path).stat()
-    seen = (st.st_mtime_ns, st.st_size)
-    known = _READ.get(str(path))
-    if known is None or known[0] != seen:
-        if len(_READ) > 64:
-            _READ.clear()
-        known = (seen, unpack(Path(path).read_bytes()))
-        _READ[str(path)] = known
-    return known[1]
+    return decoded_once(Path(path), lambda p: unpack(p.read_bytes()), _READ)
 
 
 def _sections(path: Path) -> tuple[dict, dict]:
@@ -205,28 +198,12 @@ def read_stamp(path: Path) -> dict | None:
 def strings(path: Path) -> list[str] | None:
     """Every string a cases file holds (its notes, its keys' check names), for a leak search; None where the
     file is not one this validator reads."""
-    found: list[str] = []
-
-    def walk(obj: Any) -> None:
-        if isinstance(obj, str):
-            found.append(obj)
-        elif isinstance(obj, dict):
-            for k, v in obj.items():
-                found.append(str(k))
-                walk(v)
-        elif isinstance(obj, (list, tuple)):
-            for v in obj:
-                walk(v)
-
     try:
         stamped, sections = _sections(path)
-        walk(stamped)
-        for name, blob in sections.items():
-            found.append(name)
-            walk(decode(_blob(blob)))
+        return strings_in(stamped) + [s for name, blob in sections.items()
+                                      for s in [name, *strings_in(decode(_blob(blob)))]]
     except Exception:  # noqa: BLE001
         return None
-    return found
 
 
 def _blob(value: Any) -> bytes:
@@ -239,25 +216,20 @@ def _key(raw: list) -> tuple:
     return tuple(tuple(k) if isinstance(k, list) else k for k in raw)
 
 
-_LOADED: dict[tuple[str, str], tuple[int, int]] = {}
+_LOADED: dict[str, dict] = {}  # section name -> the cache of decoded_once for that section of each file
 
 
 def load(challenges_dir: Path, challenge_id: str, *, profile: str, seed: int) -> int:
-    """Remember the recorded cases of one challenge's run with ``profile`` and ``seed`` in this process (once
-    per file and section while the file is unchanged); returns how many checks' cases were added."""
+    """Remember the recorded cases of one challenge's run with ``profile`` and ``seed`` in this process (the
+    section is decoded once per file while the file is unchanged); returns how many checks' cases it holds."""
     from validator.checks import remember_cases
 
     path = cases_path(challenges_dir, challenge_id)
+    name = section(profile, seed)
     try:
-        st = path.stat()
+        entries = decoded_once(path, lambda p: read(p, name), _LOADED.setdefault(name, {}))
     except OSError:
         return 0
-    name = section(profile, seed)
-    seen = (st.st_mtime_ns, st.st_size)
-    if _LOADED.get((str(path), name)) == seen:
-        return 0
-    _LOADED[(str(path), name)] = seen
-    entries = read(path, name)
     if not entries:
         return 0
     remember_cases(entries)

@@ -26,7 +26,7 @@ import lzma
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Protocol
+from typing import Any, Callable, Iterable, Protocol, TypeVar
 
 import torch
 
@@ -207,20 +207,43 @@ class LiveReference:
         return status, message
 
 
-# -- replay -----------------------------------------------------------------------------
-_READ: dict[str, tuple[tuple[int, int], FixtureFile]] = {}  # path -> ((mtime, size), the file as last decoded)
+# -- files decoded once, and the strings they hold --------------------------------------------
+T = TypeVar("T")
 
 
-def _read_fixture(path: Path) -> FixtureFile:
-    """A fixture file, decoded once per process while it is unchanged: a handout's run loads them twice
-    (which seeds it may use, then the results to grade with), and decoding the catalogue's costs 0.4 s.
-    One entry per path, so a long-lived process (a watch) keeps only the latest version of each."""
+def decoded_once(path: Path, decode: Callable[[Path], T], cache: dict[str, tuple[tuple[int, int], T]]) -> T:
+    """``decode(path)``, computed once per process while the file's mtime and size are unchanged.
+
+    A handout's run reads each fixture twice (which seeds it may use, then the results to grade with) and
+    a batch slot reads each cases file once per submission; decoding the catalogue's fixtures costs 0.4 s.
+    ``cache`` keeps one entry per path, so a long-lived process (a watch) holds only each file's latest
+    version."""
     stat = path.stat()
     key, version = str(path.resolve()), (stat.st_mtime_ns, stat.st_size)
-    known = _READ.get(key)
+    known = cache.get(key)
     if known is None or known[0] != version:
-        known = _READ[key] = (version, FixtureFile.read(path))
+        known = cache[key] = (version, decode(path))
     return known[1]
+
+
+def strings_in(obj: Any, *, key: Callable[[str], bool] = lambda k: True) -> list[str]:
+    """Every string in decoded data (dict keys for which ``key`` holds, and values), for a leak search."""
+    found: list[str] = []
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            found.extend(str(k) for k in item if key(str(k)))
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, (list, tuple)):
+            stack.extend(reversed(item))
+    return found
+
+
+# -- replay -----------------------------------------------------------------------------
+_READ: dict[str, tuple[tuple[int, int], FixtureFile]] = {}  # path -> ((mtime, size), the file as last decoded)
 
 
 class FrozenReference:
@@ -239,7 +262,7 @@ class FrozenReference:
         for cid in ids:
             path = fixture_path(challenges_dir, cid)
             if path.exists():
-                files[cid] = _read_fixture(path)
+                files[cid] = decoded_once(path, FixtureFile.read, _READ)
         return cls(files)
 
     def seeds(self, challenge_ids: Iterable[str]) -> list[int]:

@@ -25,7 +25,7 @@ import yaml
 
 from validator import case_store, paths
 from validator.instructor import stubgen
-from validator.reference_side import KEY_HEX, SUFFIX, versions
+from validator.reference_side import KEY_HEX, SUFFIX, strings_in, versions
 from validator.spec import SpecError, load_catalogue
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
@@ -112,22 +112,7 @@ def _fixture_strings(data: bytes) -> str | None:
         header = json.loads(data[4:4 + size])
     except (struct.error, ValueError):
         return None
-    found: list[str] = []
-
-    def walk(obj) -> None:
-        if isinstance(obj, str):
-            found.append(obj)
-        elif isinstance(obj, dict):
-            for k, v in obj.items():
-                if not _DIGEST.match(str(k)):
-                    found.append(str(k))
-                walk(v)
-        elif isinstance(obj, list):
-            for v in obj:
-                walk(v)
-
-    walk(header)
-    return "\n".join(found)
+    return "\n".join(strings_in(header, key=lambda k: not _DIGEST.match(k)))
 
 
 def readable_texts(root: Path) -> Iterable[tuple[Path, str]]:

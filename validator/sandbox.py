@@ -602,24 +602,25 @@ def paused(uid: int | None, *, rounds: int = 50) -> Iterator[bool]:
         yield False
         return
     stopped: set[int] = set()
+    unreachable: set[int] = set()  # gone, or out of reach (a user namespace): not signalled again
     try:
         for _ in range(rounds):
-            running = [pid for pid, state in _states_of(uid).items() if state not in "Tt"]
+            running = [pid for pid, state in _states_of(uid).items() if state not in "Tt" and pid not in unreachable]
             if not running:
                 break
             for pid in running:
                 try:
                     os.kill(pid, signal.SIGSTOP)
                     stopped.add(pid)
-                except ProcessLookupError:
-                    pass
+                except (ProcessLookupError, PermissionError):
+                    unreachable.add(pid)
             time.sleep(0.0002)  # a signalled process on another CPU stops at its next return to user space
         yield True
     finally:
         for pid in stopped:
             try:
                 os.kill(pid, signal.SIGCONT)
-            except ProcessLookupError:
+            except (ProcessLookupError, PermissionError):
                 pass
 
 

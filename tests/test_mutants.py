@@ -8,12 +8,15 @@ other code check (questions are not graded here). ``MESSAGES = {check_id:
 substring}`` pins what the report must say. The default tier grades each
 mutant of a sample (one broken and one correct per challenge) on one seed; the thorough tier
 (``--thorough``) grades every variant, correct ones on several seeds (``VALIDATOR_TEST_SEEDS``), broken
-ones on seed 0 and on several more.
+ones on seed 0 and on several more, and each once more as `validator grade` grades it (batch profile,
+its default seed).
 """
 
 from __future__ import annotations
 
 import pytest
+
+from validator.reference_side import OFFICIAL_SEED
 
 from helpers import (code_checks, describe_failures, grade_file, grading_device, seeds_for_tests, tiered,
                      variant_name, variants, verdict_problems)
@@ -55,6 +58,26 @@ def test_broken_variant_costs_only_its_declared_checks_on_every_seed(challenge, 
         request.applymarker(pytest.mark.xfail(reason=NOT_CAUGHT_ON_EVERY_SEED[(challenge, path.name)], strict=False))
     seeds = seeds_for_tests()
     _assert_holds(path, list(zip(seeds, grade_file(path, challenge, seeds=seeds))))
+
+
+@pytest.mark.thorough
+@pytest.mark.parametrize("challenge,path", variants("correct"), ids=_ids)
+def test_correct_variant_gets_full_marks_as_officially_graded(challenge, path):
+    """In `validator grade`'s own run (the batch profile: 3 examples, no shrinking; its default seed), the run
+    that decides the grade, not only in the students' local runs."""
+    (result,) = grade_file(path, challenge, seeds=[OFFICIAL_SEED], profile="batch")
+    bad = [c for c in code_checks(result) if c.status not in ("passed", "advisory")]
+    assert not bad, f"{path.name} lost points as officially graded:\n{describe_failures(result)}"
+
+
+@pytest.mark.thorough
+@pytest.mark.parametrize("challenge,path", variants("broken"), ids=_ids)
+def test_broken_variant_costs_only_its_declared_checks_as_officially_graded(challenge, path):
+    """The bug is caught by the checks that name it in the run that decides the grade. A check that finds it
+    only on lucky draws passes it here on some seed: the finite mask fill survived seed 11 until
+    `masked_out` learned to lower a hidden query's scores on purpose (``shift``)."""
+    (result,) = grade_file(path, challenge, seeds=[OFFICIAL_SEED], profile="batch")
+    _assert_holds(path, [(OFFICIAL_SEED, result)])
 
 
 def device_params() -> list:

@@ -7,6 +7,12 @@ below -1e4, or a masked score 1e4 above them), the masked key gets weight. ``mas
 magnitudes, changes the inputs at positions a query may not see, and requires that query's output to stay
 as it was: with a boolean ``mask`` input, at one key the mask excludes; without one (a causal layer), at every
 position after a cut. The student's layer is compared with itself; no reference is needed.
+
+Scaling alone finds a row whose allowed scores are all below the fill only by luck of the drawn values and
+mask (a query that sees one key, of the right sign). ``shift`` makes it certain: every key gets the same
+vector added, along one excluded query's direction, which lowers all of that query's scores by the same
+large amount. Attention is invariant under it (a softmax ignores a shift of its whole row), a finite fill
+is not: the query's weight moves to the keys it may not see.
 """
 
 from __future__ import annotations
@@ -24,7 +30,16 @@ from validator.checks.calls import Unobserved
 from validator.checks.common import CheckFailed, entry_of
 from validator.compare import tolerance_for
 from validator.context import Context
-from validator.spec.schema import CheckSpec, ToleranceSpec, resolve
+from validator.spec.schema import CheckSpec, Strict, ToleranceSpec, resolve
+
+
+class ShiftSpec(Strict):
+    """Which inputs hold the query and key vectors (``(..., queries, d)`` and ``(..., keys, d)``), and how far
+    to lower the chosen query's scores before the 1/sqrt(d) scaling."""
+
+    queries: str
+    keys: str
+    by: float = 1.0e6
 
 
 class MaskedParams(CaseParams):
@@ -37,6 +52,9 @@ class MaskedParams(CaseParams):
     # contract parameters scaled by a factor, or by each factor of a list in turn (scores grow with the query
     # and key projections; a negative factor on one of them flips every score's sign)
     state_scale: dict[str, float | list[float]] = {}
+    # with a ``mask``: one more run in which every key vector gets the same vector added, chosen so that one
+    # query the changed key is hidden from has all its scores ``by`` / sqrt(d) below its ordinary ones
+    shift: Optional[ShiftSpec] = None
     # the output's query (or position) axis
     output_axis: int = -2
     tolerance: Optional[dict[str, ToleranceSpec] | Literal["exact", "default"]] = None
@@ -65,6 +83,18 @@ class MaskedParams(CaseParams):
         for name in self.state_scale:
             if name not in entry.parameters:
                 problems.append((("state_scale", name), f"{name!r} is not among the entry's parameters"))
+        if self.shift is not None:
+            if self.mask is None:
+                problems.append((("shift",), "`shift` needs a `mask` input: it lowers the scores of a query the "
+                                             "mask hides the changed key from"))
+            for field_name in ("queries", "keys"):
+                name = getattr(self.shift, field_name)
+                if name not in entry.call or challenge.inputs[name].type != "float":
+                    problems.append((("shift", field_name), f"{name!r} is not a float argument of the entry"))
+            if self.shift.keys not in self.keys:
+                problems.append((("shift", "keys"), f"{self.shift.keys!r} is not among `keys`"))
+            if not self.shift.by > 0:
+                problems.append((("shift", "by"), "`by` is how far the scores drop: a positive number"))
         if not self.magnitudes and not self.state_scale:
             problems.append(((), "give `magnitudes` or `state_scale`: without either the scaled run repeats the "
                                  "ordinary one, and the check could never fail"))
@@ -92,6 +122,36 @@ def _changed(ctx: Context, case: Case, p: MaskedParams, where, seed: int) -> Cas
         if picked.any():
             moved[picked] = _fresh(ctx, case, name, moved[picked].shape, moved.dtype, gen)
         inputs[name] = moved.movedim(0, axis)
+    return Case(dims=dict(case.dims), inputs=inputs, seed=case.seed, notes=list(case.notes))
+
+
+def _shifted(case: Case, shift: ShiftSpec, excluded: torch.Tensor) -> Case | None:
+    """The case with ``c`` added to every key vector, where ``c = -by * q / |q|^2`` for ``q`` the first query
+    (per leading index) in ``excluded``: that query's scores all drop by ``by`` before the 1/sqrt(d) scaling.
+    None where no leading index has a query to lower (or the shapes do not line up)."""
+    q_all, k_all = case.inputs.get(shift.queries), case.inputs.get(shift.keys)
+    if not (isinstance(q_all, torch.Tensor) and isinstance(k_all, torch.Tensor) and q_all.dim() >= 2 and k_all.dim() >= 2):
+        return None
+    try:
+        hidden = torch.broadcast_to(excluded, q_all.shape[:-1])  # (..., queries)
+    except RuntimeError:
+        return None
+    q = q_all.detach().to(torch.float64)
+    first = hidden.to(torch.int64).argmax(dim=-1, keepdim=True)  # (..., 1): the first hidden query, if any
+    chosen = torch.take_along_dim(q, first.unsqueeze(-1), dim=-2)  # (..., 1, d)
+    norm = (chosen * chosen).sum(-1, keepdim=True)
+    usable = hidden.any(dim=-1, keepdim=True).unsqueeze(-1) & (norm > 0)
+    if not bool(usable.any()):
+        return None
+    c = torch.where(usable, -shift.by * chosen / norm.clamp_min(1e-300), torch.zeros_like(chosen))
+    try:
+        moved = (k_all.detach().to(torch.float64) + c).to(k_all.dtype)
+    except RuntimeError:
+        return None
+    if moved.shape != k_all.shape:  # keys broadcast over the queries' leading dims: not this construction's case
+        return None
+    inputs = dict(case.inputs)
+    inputs[shift.keys] = moved
     return Case(dims=dict(case.dims), inputs=inputs, seed=case.seed, notes=list(case.notes))
 
 
@@ -131,9 +191,10 @@ def masked_out(ctx: Context, check: CheckSpec, p: MaskedParams) -> str:
                 return None
         return [r["output"] for r in results]
 
-    def leak(scaled: Case, state, pick: int):
+    def leak(scaled: Case, state, pick: int, shift: bool = False):
         """(the first query whose output changed though it may not see the change, what changed, by how much, the
-        tolerance), None when nothing leaked, or NOTHING when there was nothing to compare."""
+        tolerance), None when nothing leaked, or NOTHING when there was nothing to compare. ``shift``: first
+        lower one excluded query's scores (``p.shift``); NOTHING where that cannot be done."""
         value = scaled.inputs[first_key]
         n = value.shape[p.keys[first_key]] if isinstance(value, torch.Tensor) and value.dim() else 0
         if p.mask is not None:
@@ -143,6 +204,10 @@ def masked_out(ctx: Context, check: CheckSpec, p: MaskedParams) -> str:
             if key is None:
                 return NOTHING  # the mask lets every query see every key: nothing is masked
             excluded = ~mask.select(-1, key)  # (..., queries): the queries that may not see this key
+            if shift:
+                scaled = _shifted(scaled, p.shift, excluded)
+                if scaled is None:
+                    return NOTHING
             other = _changed(ctx, scaled, p, lambda size, j=key: torch.arange(size) == j, scaled.seed ^ 0xC0FFEE)
             what = f"only at key {key}, which the mask excludes for the queries marked False in mask[..., {key}]"
         else:
@@ -182,14 +247,20 @@ def masked_out(ctx: Context, check: CheckSpec, p: MaskedParams) -> str:
         if plain is not None:
             return  # nothing to see, or it leaks at ordinary magnitudes too (the checks of the mask own that)
         seen.observed += 1
-        for run in range(runs):
-            factors = {k: (f := _as_factors(v))[run % len(f)] for k, v in p.state_scale.items()}
-            state = plain_state
-            if state is not None and factors:
-                state = {k: (v * factors[k] if k in factors else v) for k, v in state.items()}
-            scaled, how = _scaled(case, p.magnitudes, run)
-            how = ", ".join(x for x in (how, ", ".join(f"{k} x {v:g}" for k, v in factors.items())) if x)
-            found = leak(scaled, state, pick)
+        for run in range(runs + (p.shift is not None)):
+            if run == runs:  # the shift: ordinary magnitudes, one excluded query's scores lowered
+                scaled, state = case, plain_state
+                how = (f"every {p.shift.keys} vector moved by the same vector, lowering all the scores of a query "
+                       f"that may not see the changed key by {p.shift.by:g} / sqrt(d), which a softmax ignores")
+                found = leak(case, plain_state, pick, shift=True)
+            else:
+                factors = {k: (f := _as_factors(v))[run % len(f)] for k, v in p.state_scale.items()}
+                state = plain_state
+                if state is not None and factors:
+                    state = {k: (v * factors[k] if k in factors else v) for k, v in state.items()}
+                scaled, how = _scaled(case, p.magnitudes, run)
+                how = ", ".join(x for x in (how, ", ".join(f"{k} x {v:g}" for k, v in factors.items())) if x)
+                found = leak(scaled, state, pick)
             if found is not None and found is not NOTHING:
                 query, what, worst, atol, rtol = found
                 raise CheckFailed(
@@ -206,7 +277,9 @@ def masked_out(ctx: Context, check: CheckSpec, p: MaskedParams) -> str:
               make_strategy=lambda where: st.tuples(strategy(ctx, check, p, where), st.integers(0, 2**16)).map(_attach))
     seen.done()
     scaled = ", ".join([f"{k} scaled by {', '.join(f'{f:g}' for f in v)}" for k, v in p.magnitudes.items()]
-                       + [f"{k} scaled by {', '.join(f'{f:g}' for f in _as_factors(v))}" for k, v in p.state_scale.items()])
+                       + [f"{k} scaled by {', '.join(f'{f:g}' for f in _as_factors(v))}" for k, v in p.state_scale.items()]
+                       + ([f"{p.shift.keys} shifted to lower a hidden query's scores by {p.shift.by:g} / sqrt(d)"]
+                          if p.shift is not None else []))
     return f"{checked[0]} generated inputs ({scaled}): outputs unchanged by what they may not see"
 
 

@@ -286,7 +286,7 @@ def _caught_by(report: dict, challenge_id: str) -> tuple[list[str], str]:
 
 
 # -- the run ---------------------------------------------------------------------------------------
-def strength(*, challenges: Sequence[str] | None = None, jobs: int | None = None, seed: int = 0,
+def strength(*, challenges: Sequence[str] | None = None, jobs: int | None = None, seed: int | None = None,
              profile: str = "batch", all_checks: bool = False, cache_dir: str | Path | None = None,
              use_cache: bool = True, isolate: bool = True, timeout: float = 300.0, memory: int = 2048,
              limit: int | None = None, only: Sequence[str] | None = None, bug_classes: bool = True,
@@ -296,14 +296,20 @@ def strength(*, challenges: Sequence[str] | None = None, jobs: int | None = None
     ``limit`` keeps the first N mutants of each challenge and ``only`` the named mutant ids (for
     tests and quick looks); a partial run does not update the summary the self-check reads. ``bug_classes``
     adds the bug-class mutants (:func:`validator.instructor.mutants.generate_bug_classes`) beside the one-point ones.
+    ``seed`` (default :data:`~validator.reference_side.OFFICIAL_SEED`) and ``profile`` default to `validator
+    grade`'s own: a mutant caught there is caught where grades are decided (a check that catches a bug only on
+    lucky draws can miss it on that seed alone).
     """
     from validator.api import UsageError, select_challenges
     from validator.batch.grade import canary_folder, canary_problem, slot_config
     from validator.batch.pool import Outcome, Pool
     from validator.instructor.fixtures import fingerprint
     from validator.profiles import get_settings
+    from validator.reference_side import OFFICIAL_SEED
     from validator.sandbox import Limits
     from validator.spec import load_catalogue
+
+    seed = OFFICIAL_SEED if seed is None else seed
 
     say = (lambda msg: print(msg, file=stream or sys.stderr, flush=True))
     started = time.monotonic()
@@ -484,7 +490,7 @@ def unmarked_survivors(challenge, *, reference_file: Path, cache_dir: str | Path
 
 def main(*, challenges: Sequence[str] | None = None, json_path: str | None = None, html_path: str | None = None,
          jobs: int | None = None,
-         seed: int = 0, profile: str = "batch", all_checks: bool = False, cache_dir: str | None = None,
+         seed: int | None = None, profile: str = "batch", all_checks: bool = False, cache_dir: str | None = None,
          use_cache: bool = True, isolate: bool = True, timeout: float = 300.0, bug_classes: bool = True,
          stream: TextIO | None = None) -> int:
     """Entry for the CLI: exit 0 when every non-equivalent mutant is caught, 1 when some survive,

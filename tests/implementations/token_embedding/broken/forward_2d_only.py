@@ -3,7 +3,9 @@
 import torch
 from torch import nn
 
-MAY_FAIL = ["boundary_ids", "forward_keeps_weights", "gradcheck", "int32_ids", "matches_reference",
+# ids_unchanged: where none of its draws is 2-D (batch grading, seed 11), every call fails and nothing was
+# observed, so the check errors with that failure rather than credit what it never saw
+MAY_FAIL = ["boundary_ids", "forward_keeps_weights", "gradcheck", "ids_unchanged", "int32_ids", "matches_reference",
             "memory_independent_of_vocab", "no_library_embedding_runtime", "no_library_embedding_source",
             "output_shape", "repeated_ids_accumulate", "scalar_id", "untouched_rows_zero", "weight_gradient",
             "zero_size_ids"]

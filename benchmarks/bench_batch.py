@@ -11,7 +11,8 @@ class instead (:func:`generate_class`: independent correct solutions, every libr
 challenges, renamed copies), as the course-view test does. Prints submissions per minute, where
 the time went (the canary, the class outputs: dashboard, similarity, audit), the machine's load
 average before and after (the machine may be shared: compare ratios within one run, not
-absolute times across runs), and the wall time per submission as a ratio to one correct
+absolute times across runs), the CPU time spent per submission (graders and workers together: the
+figure load does not change), and the wall time per submission as a ratio to one correct
 submission graded alone (one worker) in the same run. Targets on a 2-core machine: 100
 submissions in under 5 minutes; 1,000 in under 10 (``--count 1000``; run it once, it is long).
 """
@@ -182,9 +183,17 @@ def main() -> None:
     started = time.perf_counter()
     subprocess.run(single, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     baseline = time.perf_counter() - started
+    import resource
+
+    def children_cpu() -> float:
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return used.ru_utime + used.ru_stime
+
+    cpu_before = children_cpu()
     started = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True)
     elapsed = time.perf_counter() - started
+    cpu = children_cpu() - cpu_before  # the grader, its slots and every worker they waited for
     if proc.returncode != 0:
         print(proc.stderr[-4000:], file=sys.stderr)
         sys.exit(f"validator grade exited {proc.returncode}")
@@ -207,6 +216,8 @@ def main() -> None:
         found = re.search(pattern, proc.stderr)
         if found:
             print(f"  {label}: {float(found.group(1)):.1f} s")
+    print(f"CPU time: {cpu:.1f} s in all, {cpu / args.count:.2f} s per submission (graders and workers; what load "
+          f"does not change: {os.cpu_count()} cores give {os.cpu_count() * 600 / 1000:.1f} s each to 1000 in 600 s)")
     print(f"projected: 1000 submissions at this rate in {elapsed / args.count * 1000:.0f} s (target 600 s); "
           f"load average before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     for kind, times in sorted(per_kind.items()):

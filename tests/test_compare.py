@@ -66,3 +66,16 @@ def test_precision_tolerance_scales_with_the_measured_error_and_says_so():
     assert "1 of 3 elements differ" in msg and "atol 1e-07 + rtol 0 x |expected| + 0.00128 (float32 rounding: 64 x " \
         "1e-06, the relative error of the reference computed in float32 on this case, x 20, the largest" in msg
     assert mismatch(expected + 1e-3, expected, atol=atol, rtol=0.0) is None
+
+
+def test_a_nan_in_both_is_still_a_mismatch():
+    """Bit-identical tensors pass at once; a NaN never counts as identical, even where the reference has one too."""
+    both = torch.tensor([1.0, float("nan")])
+    assert "1 of 2 elements differ" in mismatch(both.clone(), both, atol=1, rtol=1)
+    assert mismatch(torch.tensor([1.0, float("inf")]), torch.tensor([1.0, float("inf")]), atol=0, rtol=0) is None
+
+
+def test_identical_values_in_another_dtype_still_fail_the_dtype():
+    t = torch.randn(3)
+    assert "dtype float64" in mismatch(t.double(), t, atol=1, rtol=1)
+    assert mismatch(t.double(), t, atol=1e-6, rtol=0, check_dtype=False) is None

@@ -333,9 +333,19 @@ def profiled_tree(profiler) -> tuple[list, list]:
     Where the raw results are not readable (another torch), the function events are used instead."""
     try:
         raw = profiler.kineto_results.events()
-        rows = [(e.start_thread_id(), e.start_ns(), e.start_ns() + e.duration_ns(), e.name())
-                for e in raw if str(e.device_type()).endswith("CPU") and e.name() not in _PROFILER_OWN
-                and not e.is_hidden_event() and not e.is_async() and e.start_thread_id() == e.end_thread_id()]
+        rows = []
+        cpu = getattr(getattr(torch.autograd, "DeviceType", None), "CPU", None)
+        for e in raw:  # each accessor is a call into torch: the most selective tests first, each value read once
+            name = e.name()
+            if name in _PROFILER_OWN:
+                continue
+            kind = e.device_type()
+            if kind != cpu and not str(kind).endswith("CPU"):
+                continue
+            tid = e.start_thread_id()
+            if tid == e.end_thread_id() and not e.is_hidden_event() and not e.is_async():
+                start = e.start_ns()
+                rows.append((tid, start, start + e.duration_ns(), name))
     except (AttributeError, TypeError):
         events = profiler.function_events
         nodes = {id(e): _Event(e.name, 0, 0) for e in events}

@@ -191,7 +191,7 @@ def distribution_problems(sample: torch.Tensor, dist: Distribution, false_failur
         if abs(observed - p) > tail_tol:
             problems.append(f"fraction of values beyond {fmt(mu)} ± {t:.3g} is {observed:.5f}, expected {p:.5f} ± {tail_tol:.5f}")
 
-    xs, _ = torch.sort(x)
+    xs = _ascending(sample.detach().reshape(-1)).to(torch.float64)
     cdf = dist.cdf(xs)
     i = torch.arange(1, n + 1, dtype=torch.float64)
     d = float(torch.maximum((i / n - cdf).max(), (cdf - (i - 1) / n).max()))
@@ -201,6 +201,20 @@ def distribution_problems(sample: torch.Tensor, dist: Distribution, false_failur
         problems.append(f"Kolmogorov-Smirnov distance to the {dist.describe()} is {d:.5f}, allowed {eps:.5f}: "
                         "the values do not follow that distribution")
     return problems, facts
+
+
+def _ascending(x: torch.Tensor) -> torch.Tensor:
+    """``x`` (1-D, finite) sorted ascending, in its own dtype (widening after sorting keeps the order and the values).
+
+    numpy sorts where it can read the tensor's memory: torch.sort on the CPU also computes the indices and
+    took 45 ms for a quarter million values where numpy takes 1-3 ms, on every init check of every submission.
+    """
+    try:
+        import numpy as np
+
+        return torch.from_numpy(np.sort(x.cpu().numpy()))
+    except (ImportError, RuntimeError, TypeError):  # no numpy, or a dtype numpy lacks (bfloat16)
+        return torch.sort(x)[0]
 
 
 def histogram(sample: torch.Tensor, dist: Distribution, *, bins: int = 48, title: str = "") -> Histogram | None:

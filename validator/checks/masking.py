@@ -249,7 +249,6 @@ def masked_out(ctx: Context, check: CheckSpec, p: MaskedParams) -> str:
         seen.observed += 1
         for run in range(runs + (p.shift is not None)):
             if run == runs:  # the shift: ordinary magnitudes, one excluded query's scores lowered
-                scaled, state = case, plain_state
                 how = (f"every {p.shift.keys} vector moved by the same vector, lowering all the scores of a query "
                        f"that may not see the changed key by {p.shift.by:g} / sqrt(d), which a softmax ignores")
                 found = leak(case, plain_state, pick, shift=True)

@@ -68,3 +68,18 @@ def test_normal_and_xavier_families():
     w = torch.nn.init.xavier_uniform_(torch.empty(300, 200))
     assert distribution_problems(w, xavier, 1e-6)[0] == []
     assert distribution_problems(torch.randn(300, 200) * 0.1, xavier, 1e-6)[0]
+
+
+def test_histogram_counts_are_each_values_bin():
+    """The counts (read off the sorted sample) put every value where one search per value puts it: values on an
+    inner edge in the bin above it, values just outside the bounds (within rounding) in the end bins."""
+    from validator.stats import Distribution, histogram
+
+    dist = Distribution.from_spec({"family": "uniform", "a": -1.0, "b": 1.0}, (64, 64))
+    edges = torch.linspace(-1.0, 1.0, 49, dtype=torch.float64)
+    torch.manual_seed(0)
+    sample = torch.cat([torch.rand(4000, dtype=torch.float64) * 2 - 1, edges, torch.tensor([-1.0 - 1e-9, 1.0 + 1e-9, 3.0])])
+    h = histogram(sample, dist, bins=48)
+    inside = sample[(sample >= -1.0 - 1e-6) & (sample <= 1.0 + 1e-6)].clamp(-1.0, 1.0)
+    one_by_one = torch.bincount(torch.searchsorted(edges[1:-1].contiguous(), inside, right=True), minlength=48)
+    assert h.counts == one_by_one.tolist() and h.above == 1 and sum(h.counts) == sample.numel() - 1

@@ -313,3 +313,16 @@ def test_an_input_grown_to_hold_its_required_ids_shares_its_grown_batch_dims(tmp
     prop()
     assert (2,) in {ids for ids, _ in shapes}, "the growth this test is about never happened"
     assert all(ids == x for ids, x in shapes), [s for s in shapes if s[0] != s[1]][:3]
+
+
+def test_the_blocks_input_unchanged_check_draws_more_than_position_0():
+    """At a lone position 0 RoPE is the identity (cos 1, sin 0): a RoPE that scales in place only without autograd
+    changes nothing there. With `--seed 61` all three drawn blocks had seq_len 1 and that bug kept the check; the
+    check's regime (seq_len > 1) makes every case show it."""
+    broken = IMPLEMENTATIONS / "transformer_block" / "broken" / "rope_in_place_without_autograd.py"
+    for path, status in ((broken, "failed"), (REFERENCE, "passed")):
+        (result,) = grade_file(path, "transformer_block", seeds=(61,), profile="batch", checks=["input_unchanged"])
+        (check,) = [c for c in result.checks if c.kind != "question"]
+        assert check.status == status, (path.name, check.message)
+        if status == "failed":
+            assert "with seq_len > 1" in check.message and "under torch.no_grad()" in check.message

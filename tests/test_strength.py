@@ -371,3 +371,35 @@ def test_the_catalogue_leaves_no_unmarked_survivor(tmp_path):
     assert not problems, "\n".join(problems)
     warnings = [w for c in report.challenges for w in c.warnings]
     assert not warnings, warnings
+
+
+def test_several_seeds_report_each_and_exit_with_the_worst(tmp_path, monkeypatch):
+    """`validator strength --seed 5 --seed 41`: one report per seed, each under its heading and in a file of its
+    own, a last line naming the seeds with survivors, and the exit status of the worst seed."""
+    import io
+
+    from validator import cli
+    from validator.instructor import strength as st
+
+    def fake(*, seed, **_):
+        survived = 1 if seed == 41 else 0
+        result = st.MutantResult(id="softmax:L10:drop_kwarg:amax.dim", status="survived" if survived else "caught")
+        ch = st.ChallengeStrength(id="softmax", fingerprint="f", mutants=1, caught=1 - survived, survived=survived,
+                                  results=[result])
+        ch.tally()
+        return st.StrengthReport(challenges=[ch], seed=seed, profile="batch")
+
+    monkeypatch.setattr(st, "strength", fake)
+    out = io.StringIO()
+    code = st.main(seeds=[5, 41], json_path=str(tmp_path / "report.json"), stream=out)
+    text = out.getvalue()
+    assert code == st.EXIT_SURVIVORS
+    assert text.index("== seed 5") < text.index("== seed 41")
+    assert text.rstrip().endswith("2 seeds (5, 41): survivors on seed 41: 1")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.seed41.json", "report.seed5.json"]
+    assert json.loads((tmp_path / "report.seed41.json").read_text())["survived"] == 1
+    out = io.StringIO()
+    assert st.main(seeds=[5], json_path=str(tmp_path / "one.json"), stream=out) == st.EXIT_OK
+    assert "== seed" not in out.getvalue() and (tmp_path / "one.json").is_file()  # one seed: as before
+    args = cli.build_parser().parse_args(["strength", "--seed", "5", "--seed", "41"])
+    assert args.seeds == [5, 41]

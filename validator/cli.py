@@ -94,8 +94,9 @@ def build_parser(*, handout: bool = False) -> argparse.ArgumentParser:
     st.add_argument("--html", dest="html_path", metavar="PATH",
                     help="also write the report as one self-contained HTML page (survivors' diffs included)")
     st.add_argument("--jobs", type=int, metavar="N", help="mutants graded at once (default: CPU count)")
-    st.add_argument("--seed", type=int, help="seed every mutant is graded with (default: `validator grade`'s, "
-                                             "a seed handouts record)")
+    st.add_argument("--seed", type=int, action="append", dest="seeds", metavar="SEED",
+                    help="seed every mutant is graded with (default: `validator grade`'s, a seed handouts record); "
+                         "repeatable: once per seed, a sweep that shows a check catching a bug only on lucky draws")
     st.add_argument("--profile", default="batch", help="hypothesis effort (default: batch)")
     st.add_argument("--all-checks", action="store_true",
                     help="grade every check of every mutant (the kill matrix: dead weight, blast radius, and a "

@@ -489,36 +489,62 @@ def unmarked_survivors(challenge, *, reference_file: Path, cache_dir: str | Path
 
 
 def main(*, challenges: Sequence[str] | None = None, json_path: str | None = None, html_path: str | None = None,
-         jobs: int | None = None,
+         jobs: int | None = None, seeds: Sequence[int] | None = None,
          seed: int | None = None, profile: str = "batch", all_checks: bool = False, cache_dir: str | None = None,
          use_cache: bool = True, isolate: bool = True, timeout: float = 300.0, bug_classes: bool = True,
          stream: TextIO | None = None) -> int:
     """Entry for the CLI: exit 0 when every non-equivalent mutant is caught, 1 when some survive,
-    2 for usage or spec errors, 3 when the grader failed (the reference lost points, a mutant errored)."""
+    2 for usage or spec errors, 3 when the grader failed (the reference lost points, a mutant errored).
+
+    ``seeds`` (``--seed`` given several times) grades the mutants once per seed: a check that catches a bug only
+    on lucky draws shows as a survivor on some seed. Each seed's report is printed under its own heading, and
+    written to its own ``--json``/``--html`` file (``report.seed5.json``); the exit status is the worst."""
     from validator.api import UsageError
     from validator.reporters.strength import render_text, write_html, write_json
     from validator.spec import SpecError
 
     out = stream or sys.stdout
-    try:
-        report = strength(challenges=challenges, jobs=jobs, seed=seed, profile=profile, all_checks=all_checks,
-                          cache_dir=cache_dir, use_cache=use_cache, isolate=isolate, timeout=timeout,
-                          bug_classes=bug_classes, stream=sys.stderr if stream is None else stream)
-    except (UsageError, SpecError) as exc:
-        print(f"error: {exc}", file=sys.stderr if stream is None else stream)
-        return EXIT_USAGE
-    except RuntimeError as exc:
-        print(f"error: {exc}", file=sys.stderr if stream is None else stream)
-        return EXIT_GRADER
-    out.write(render_text(report))
-    if json_path:
-        write_json(report, json_path)
-    if html_path:
+    err = sys.stderr if stream is None else stream
+    runs = list(seeds) if seeds else [seed]
+    several = len(runs) > 1
+    status, survivors_by_seed = EXIT_OK, []
+    for one in runs:
         try:
-            write_html(report, html_path)
-        except OSError as exc:
-            print(f"error: could not write the HTML report to {html_path}: {exc.strerror or exc}",
-                  file=sys.stderr if stream is None else stream)
-    if any(c.errors for c in report.challenges):
-        return EXIT_GRADER
-    return EXIT_SURVIVORS if report.survived else EXIT_OK
+            report = strength(challenges=challenges, jobs=jobs, seed=one, profile=profile, all_checks=all_checks,
+                              cache_dir=cache_dir, use_cache=use_cache, isolate=isolate, timeout=timeout,
+                              bug_classes=bug_classes, stream=err)
+        except (UsageError, SpecError) as exc:
+            print(f"error: {exc}", file=err)
+            return EXIT_USAGE
+        except RuntimeError as exc:
+            print(f"error: {exc}", file=err)
+            return EXIT_GRADER
+        if several:
+            out.write(f"== seed {report.seed}\n")
+        out.write(render_text(report))
+        if json_path:
+            write_json(report, _per_seed(json_path, report.seed, several))
+        if html_path:
+            target = _per_seed(html_path, report.seed, several)
+            try:
+                write_html(report, target)
+            except OSError as exc:
+                print(f"error: could not write the HTML report to {target}: {exc.strerror or exc}", file=err)
+        survivors_by_seed.append((report.seed, report.survived))
+        if any(c.errors for c in report.challenges):
+            status = EXIT_GRADER
+        elif report.survived and status == EXIT_OK:
+            status = EXIT_SURVIVORS
+    if several:
+        lucky = [f"seed {s}: {n}" for s, n in survivors_by_seed if n]
+        out.write(f"\n{len(runs)} seeds ({', '.join(str(s) for s, _ in survivors_by_seed)}): "
+                  + (f"survivors on {', '.join(lucky)}" if lucky else "no survivor on any") + "\n")
+    return status
+
+
+def _per_seed(path: str, seed: int, several: bool) -> str:
+    """``path`` itself for one seed; ``name.seedN.suffix`` beside it for each of several."""
+    if not several:
+        return path
+    p = Path(path)
+    return str(p.with_name(f"{p.stem}.seed{seed}{p.suffix}"))

@@ -12,7 +12,6 @@ from typing import Union
 import torch
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from validator.cases import fixed_case
 from validator.checks import Params, register
 from validator.checks.common import CheckFailed, entry_of, random_like
 from validator.checks.evidence import evidence_seed, fresh_call, measured, more_inputs

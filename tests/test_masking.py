@@ -70,19 +70,3 @@ def test_a_shift_the_check_cannot_use_is_a_spec_error(tmp_path):
         path.write_text(text.replace(line, wrong))
         with pytest.raises(SpecError, match=said):
             load_challenge(path)
-
-
-@pytest.mark.parametrize("seed", [5, 11, 0])
-def test_the_blocks_finite_fill_loses_its_check_whatever_the_sign_of_the_drawn_scores(seed, tmp_path):
-    """The block's projections are scaled by 100 and then by -100 for the query: position 0's only score is
-    below a finite fill in one of the two runs. With one sign only, seed 5's draws all gave positive scores
-    there and ``masked_fill(~mask, -1e4)`` in the block's attention kept the check."""
-    source = (paths.reference_dir() / "layers.py").read_text()
-    exact = 'scores = scores.masked_fill(~mask, float("-inf"))'
-    assert source.count(exact) == 1
-    (tmp_path / "layers.py").write_text(source.replace(exact, "scores = scores.masked_fill(~mask, -1e4)"))
-    for path, status in ((tmp_path / "layers.py", "failed"), (paths.reference_dir() / "layers.py", "passed")):
-        report = grade(path, challenges=["transformer_block"], checks=["causal_at_large_scores"], seed=seed,
-                       profile="batch", reference_mode="live")
-        (check,) = [c for c in report.challenges[0].checks if c.kind != "question"]
-        assert check.status == status, (path.name, seed, check.message)

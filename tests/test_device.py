@@ -103,3 +103,65 @@ def test_a_device_side_assert_costs_one_check_not_the_rest(tmp_path):
         fine = worker.request({"op": "execute", "call": {**call, "inputs": [{"value": torch.tensor([1])}]}}, 60)
         assert fine["ok"] and fine["output"].shape == (1, 2)
         assert worker.request({"op": "hello"}, 60)["pid"] != first_pid
+
+
+def _no_driver_here(monkeypatch):
+    """Any question to CUDA's driver in this process fails the test: after one, no forked worker could use CUDA."""
+    def asked(*_args, **_kwargs):
+        raise AssertionError("the grading process asked the CUDA driver")
+
+    monkeypatch.setattr(torch.cuda, "is_available", asked)
+    monkeypatch.setattr(torch.cuda, "device_count", asked)
+    if hasattr(torch._C, "_cuda_getDeviceCount"):
+        monkeypatch.setattr(torch._C, "_cuda_getDeviceCount", asked)
+
+
+def test_checking_a_device_asks_a_fresh_interpreter(monkeypatch):
+    """The first GPU run found every check erroring: check_device had asked torch.cuda.is_available() in the
+    grading process, and each worker forked after it failed with "Cannot re-initialize CUDA in forked
+    subprocess". The question now goes to another interpreter."""
+    import validator.api as api
+
+    _no_driver_here(monkeypatch)
+    api._device_count.cache_clear()
+    try:
+        check_device("cuda")  # a GPU machine: accepted; the CPU: a usage error. Either way, asked elsewhere
+    except UsageError as exc:
+        assert "sees no cuda device" in str(exc) or "has no cuda backend" in str(exc)
+    finally:
+        api._device_count.cache_clear()
+
+
+def test_cpu_only_seeding_asks_nothing_and_a_device_run_seeds_the_device(monkeypatch):
+    from validator import runner
+
+    seeded = []
+    _no_driver_here(monkeypatch)
+    monkeypatch.setattr(runner, "_DEVICE_SEEDERS", {})
+    monkeypatch.setattr(torch.cuda, "manual_seed_all", seeded.append)
+    runner.seed_only_the_cpu()
+    torch.manual_seed(3)
+    assert seeded == []  # switched off without asking whether CUDA is there
+    runner.seed_device_too("cpu")
+    torch.manual_seed(4)
+    assert seeded == []
+    runner.seed_device_too("cuda:0")
+    torch.manual_seed(5)
+    assert seeded == [5]  # dropout on the GPU draws from CUDA's generator: a device run seeds it
+
+
+def test_a_worker_for_a_device_is_never_forked(tmp_path):
+    """This process may have started the driver (a notebook that asked torch.cuda.is_available()): a worker
+    forked from it could not use the device, so a device run's worker is a fresh interpreter."""
+    from validator.worker.client import Worker, _ForkedChild
+
+    student = tmp_path / "layers.py"
+    student.write_text(GOOD)
+    with Worker(student) as worker:
+        forked = worker.request({"op": "hello"}, 60)["pid"]
+        assert isinstance(worker.proc, _ForkedChild)
+        worker.use_device("cuda")
+        assert worker.proc is None  # the forked one is stopped
+        fresh = worker.request({"op": "hello"}, 120)["pid"]
+        assert fresh != forked and not isinstance(worker.proc, _ForkedChild)
+        assert worker.sibling().fresh_interpreter

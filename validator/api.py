@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -13,7 +16,7 @@ from validator.parallel import grade_all
 from validator.profiles import get_settings
 from validator.questions import load_key
 from validator.reference_side import DEFERRED, FrozenReference, LiveReference, ReferenceSide
-from validator.runner import skip_absent_device_seeding
+from validator.runner import seed_only_the_cpu
 from validator.results import ChallengeResult, Report
 from validator.spec import Challenge, load_catalogue
 from validator.worker.client import Worker
@@ -44,13 +47,37 @@ def check_device(device: str | None) -> None:
         return
     if parsed.type == "meta":
         raise UsageError("--device meta cannot be graded: meta tensors hold no values to compare")
-    backend = getattr(torch, parsed.type, None)
-    available = getattr(backend, "is_available", None)
-    if available is None or not available():
+    count = _device_count(parsed.type)
+    if count is None:
+        raise UsageError(f"--device {device}: torch {torch.__version__} has no {parsed.type} backend")
+    if count == 0:
         raise UsageError(f"--device {device}: torch {torch.__version__} sees no {parsed.type} device on this machine")
-    count = getattr(backend, "device_count", lambda: 1)()
     if parsed.index is not None and parsed.index >= count:
         raise UsageError(f"--device {device}: this machine has {count} {parsed.type} device(s)")
+
+
+@functools.lru_cache(maxsize=None)
+def _device_count(backend: str) -> int | None:
+    """How many ``backend`` devices torch sees (None: torch has no such backend), asked in a fresh interpreter.
+
+    Asking here (``torch.cuda.is_available()``) would start the driver in the grading process, and a worker
+    forked from it afterwards could never use the device ("Cannot re-initialize CUDA in forked subprocess").
+    """
+    probe = ("import sys, torch\n"
+             f"module = getattr(torch, {backend!r}, None)\n"
+             "if module is None or not hasattr(module, 'is_available'): sys.exit(3)\n"
+             "print(module.device_count() if module.is_available() else 0)\n")
+    try:
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError(f"--device: could not ask torch which {backend} devices there are: {exc}") from None
+    if done.returncode == 3:
+        return None
+    try:
+        return int(done.stdout.split()[-1])
+    except (IndexError, ValueError):
+        raise UsageError(f"--device: asking torch which {backend} devices there are failed:\n"
+                         f"{(done.stderr or done.stdout).strip()[-2000:]}") from None
 
 
 def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, seed: int = 0,
@@ -89,6 +116,8 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
         if worker is None:
             worker = own.enter_context(package.staged_worker(student_file) if package is not None
                                        else Worker(student_file))
+        if device is not None and hasattr(worker, "use_device"):
+            worker.use_device(device)
         worker.start()
         spec_dir = Path(challenges_dir) if challenges_dir else paths.challenges_dir()
         catalogue = catalogue or load_catalogue(spec_dir)
@@ -106,7 +135,7 @@ def grade(student_file: str | Path, *, challenges: Sequence[str] | None = None, 
                 raise UsageError(f"no reference at {ref_file}: this copy cannot grade locally")
             side, key_all = LiveReference.from_file(ref_file), load_key(ref_dir / "answer_key.yaml")
         settings = get_settings(profile)
-        skip_absent_device_seeding()  # the reference runs here: seeding must not cost ~5 ms a call
+        seed_only_the_cpu()  # the reference runs here: seeding must not cost ~5 ms a call
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # like the worker: sums over repeated IDs come out bit-identical
 

@@ -567,6 +567,8 @@ def _load_state(module: nn.Module, state: dict, origin: str | None) -> list[str]
 def execute(namespace: dict, call: dict, origin: str | None = None) -> dict:
     """Run ``call`` against the objects in ``namespace``; never raises for student errors."""
     try:
+        if call.get("device") is not None:
+            seed_device_too(call["device"])
         result = _execute(namespace, call, origin)
         return _to_cpu(result) if call.get("device") is not None else result
     except StudentError as err:
@@ -817,24 +819,34 @@ _ENGINE_BACKWARD = getattr(torch.autograd.graph, "_engine_run_backward", None)
 _CLOCK = time.perf_counter
 
 
-def skip_absent_device_seeding() -> None:
-    """Make ``torch.manual_seed`` cheap where there is no accelerator.
+_ACCELERATORS = ("cuda", "xpu", "mtia")
+_DEVICE_SEEDERS: dict[str, Any] = {}  # backend -> its manual_seed_all, while seed_only_the_cpu has it switched off
 
-    On a CPU-only machine ``torch.manual_seed`` still queues a seeding call for
-    CUDA, XPU and MTIA, each together with a formatted stack trace (``_lazy_call``),
-    and those calls can never run; under hypothesis's deep stacks that is ~5 ms a
-    seed and a third of the grader's time. Skip the backends that are absent.
+
+def seed_only_the_cpu() -> None:
+    """Make ``torch.manual_seed`` seed the CPU generator alone in this process, without asking what is there.
+
+    ``torch.manual_seed`` also queues a seeding call for CUDA, XPU and MTIA, each together with a formatted
+    stack trace (``_lazy_call``); where no such device computes, those calls never run, and under hypothesis's
+    deep stacks they cost ~5 ms a seed, a third of the grader's time. Asking whether a backend is there
+    (``torch.cuda.is_available()``) would start its driver, and a worker forked afterwards could never use the
+    device ("Cannot re-initialize CUDA in forked subprocess"): the grader, the reference and the template that
+    forks workers compute on the CPU only, so they switch the seeding off unasked. A worker whose layers run
+    on a device switches that device's seeding back on (:func:`seed_device_too`).
     """
-    import torch
-
-    for backend in ("cuda", "xpu", "mtia"):
+    for backend in _ACCELERATORS:
         module = getattr(torch, backend, None)
-        try:
-            absent = module is not None and not module.is_available()
-        except Exception:  # noqa: BLE001 - a backend that cannot even say: leave it alone
-            absent = False
-        if absent and hasattr(module, "manual_seed_all"):
+        seeder = getattr(module, "manual_seed_all", None)
+        if seeder is not None and backend not in _DEVICE_SEEDERS:
+            _DEVICE_SEEDERS[backend] = seeder
             module.manual_seed_all = lambda seed: None
+
+
+def seed_device_too(device: str) -> None:
+    """``torch.manual_seed`` seeds ``device``'s generators again (dropout on a GPU draws from them)."""
+    backend = torch.device(device).type
+    if backend in _DEVICE_SEEDERS:
+        getattr(torch, backend).manual_seed_all = _DEVICE_SEEDERS.pop(backend)
 
 
 # -- inputs as a caller passes them: views of other storage, inference, left as they were ---------------

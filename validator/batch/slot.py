@@ -31,9 +31,9 @@ class Slot:
         from validator.spec import load_catalogue
         from validator.worker.client import Template
 
-        from validator.runner import skip_absent_device_seeding
+        from validator.runner import seed_only_the_cpu
 
-        skip_absent_device_seeding()
+        seed_only_the_cpu()
         self.config = config
         self.catalogue = load_catalogue(config.get("challenges_dir") or paths.challenges_dir())
         self.limits = sandbox.Limits(**config["limits"])

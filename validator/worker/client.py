@@ -89,11 +89,25 @@ class Worker:
         # Set once a reply came from another process than the worker: nothing more is asked of this
         # submission, and the batch grader voids its report for review (see validator.batch.slot).
         self.forged: str | None = None
+        self.fresh_interpreter = False  # set by use_device: never forked from this process
 
     def sibling(self) -> "Worker":
         """A new, unstarted worker for the same student file, with the same options."""
-        return Worker(self.student_file, startup_timeout=self.startup_timeout, preexec=self.preexec,
+        twin = Worker(self.student_file, startup_timeout=self.startup_timeout, preexec=self.preexec,
                       env=self.extra_env, cwd=self.cwd, command=self.command, package=self.package)
+        twin.fresh_interpreter = self.fresh_interpreter
+        return twin
+
+    def use_device(self, device: str) -> None:
+        """The layers will run on ``device``. An accelerator's driver does not survive a fork, and this process
+        may have started it (a notebook that asked ``torch.cuda.is_available()``): from now on the worker is a
+        fresh interpreter, and one already forked from here is stopped (the next request starts another)."""
+        if device.split(":", 1)[0] == "cpu" or self.fresh_interpreter:
+            return
+        self.fresh_interpreter = True
+        if isinstance(self.proc, _ForkedChild):
+            self.kill()
+            self.restarts = 0
 
     # -- lifecycle -----------------------------------------------------------
     def start(self) -> None:
@@ -119,7 +133,7 @@ class Worker:
 
     def _can_fork(self) -> bool:
         """Forking is only safe with one thread, and only worth it once torch is imported here."""
-        return (hasattr(os, "fork") and self.command is None and self.preexec is None and not self.extra_env
+        return (hasattr(os, "fork") and not self.fresh_interpreter and self.command is None and self.preexec is None and not self.extra_env
                 and os.environ.get("VALIDATOR_WORKER_START", "fork") == "fork"
                 and "torch" in sys.modules and threading.active_count() == 1)
 

@@ -162,13 +162,13 @@ def _clash(module_name: str, where: str) -> dict:
 def serve(req_fd: int, resp_fd: int) -> None:
     import torch
 
-    from validator.runner import (describe_entry, exception_info, execute, skip_absent_device_seeding,
+    from validator.runner import (describe_entry, exception_info, execute, seed_only_the_cpu,
                                   skip_dynamo_disable_shims)
     from validator.worker.protocol import ChannelClosed, Reader, write_message
 
     torch.set_num_threads(int(os.environ.get("VALIDATOR_WORKER_THREADS", "1")))
     _detach_channel_on_fork(req_fd, resp_fd)
-    skip_absent_device_seeding()
+    seed_only_the_cpu()
     skip_dynamo_disable_shims()
     memory_mb = int(os.environ.get("VALIDATOR_MEMORY_MB", "0") or 0)
     reader = Reader(req_fd)
@@ -326,7 +326,7 @@ def _warm() -> None:
     from validator import adapter_runner, runner, sandbox  # noqa: F401
     from validator.worker import imports, protocol  # noqa: F401
 
-    runner.skip_absent_device_seeding()
+    runner.seed_only_the_cpu()
     runner.skip_dynamo_disable_shims()
     # The first trace warms lazily built dispatch and profiler state: pay that once, here, before forking.
     weight = torch.nn.Parameter(torch.nn.init.trunc_normal_(torch.empty(4, 3)))

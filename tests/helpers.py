@@ -111,6 +111,13 @@ def may_fail(path: Path) -> list[str] | None:
     return list(found["MAY_FAIL"]) if "MAY_FAIL" in found else None
 
 
+def breaks_every_call_on_a_device(path: Path) -> bool:
+    """``BREAKS_EVERY_CALL_ON_A_DEVICE = True``: the bug leaves a tensor on the CPU (state that ``.to(device)`` never
+    moves, a tensor made without ``device=``), so with the layer on a GPU its first call fails. There the
+    verdict asks only that a declared check is lost: the declared list is what the bug costs on the CPU."""
+    return _declarations(path).get("BREAKS_EVERY_CALL_ON_A_DEVICE") is True
+
+
 def expected_messages(path: Path) -> dict[str, str]:
     """``MESSAGES = {check_id: substring}``: what the report must say for those checks."""
     return dict(_declarations(path).get("MESSAGES", {}))
@@ -146,6 +153,8 @@ def verdict_problems(path: Path, result: ChallengeResult) -> list[str]:
         if not any(i in lost for i in allowed):
             problems.append(f"none of its MAY_FAIL checks {allowed} was lost")
         extra = sorted(set(lost) - set(allowed))
+        if extra and grading_device() not in (None, "cpu") and breaks_every_call_on_a_device(path):
+            extra = []
         if extra:
             problems.append(f"lost points on checks outside MAY_FAIL: {extra}")
     for check_id, text in expected_messages(path).items():

@@ -112,3 +112,24 @@ def test_a_declaration_that_does_not_hold_is_reported(tmp_path):
     problems = verdict_problems(fake, result)
     assert any("none of its MAY_FAIL" in p for p in problems), problems
     assert any("no such words" in p for p in problems), problems
+
+
+def test_a_bug_that_breaks_every_call_on_a_device_may_cost_more_there(tmp_path, monkeypatch):
+    """RoPE tables left behind by .to(): on the CPU one check, on a GPU every call. The declaration widens the
+    verdict on an accelerator only, and only for files that make it."""
+    from helpers import IMPLEMENTATIONS
+
+    source = (IMPLEMENTATIONS / "rope" / "broken" / "tables_plain_attributes.py").read_text()
+    assert "BREAKS_EVERY_CALL_ON_A_DEVICE = True" in source
+    doubled = tmp_path / "doubled.py"  # stands for the GPU's extra losses: matches_reference fails too
+    assert "return out.to(x.dtype)" in source
+    doubled.write_text(source.replace("return out.to(x.dtype)", "return 2 * out.to(x.dtype)"))
+    (result,) = grade_file(doubled, "rope", seeds=[0], checks={"tables_move_with_module", "matches_reference"})
+    assert {c.id for c in code_checks(result) if c.status == "failed"} == {"tables_move_with_module",
+                                                                           "matches_reference"}
+    assert any("outside MAY_FAIL" in p for p in verdict_problems(doubled, result))
+    monkeypatch.setenv("VALIDATOR_TEST_DEVICE", "cuda")
+    assert verdict_problems(doubled, result) == []
+    undeclared = tmp_path / "undeclared.py"
+    undeclared.write_text(doubled.read_text().replace("BREAKS_EVERY_CALL_ON_A_DEVICE = True", ""))
+    assert any("outside MAY_FAIL" in p for p in verdict_problems(undeclared, result))

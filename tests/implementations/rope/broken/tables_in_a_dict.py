@@ -2,6 +2,7 @@
 values wherever the layer is built, but module.to(device) never looks inside a dict, so the tables stay
 behind (on a GPU the first call fails; .half() keeps them float32), as plain tensor attributes would."""
 
+BREAKS_EVERY_CALL_ON_A_DEVICE = True  # a tensor left on the CPU: on a GPU the first call fails
 MAY_FAIL = ["tables_move_with_module"]
 MESSAGES = {"tables_move_with_module": "tables['cos']"}
 

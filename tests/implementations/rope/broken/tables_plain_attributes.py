@@ -1,6 +1,7 @@
 """Keeps the cos/sin tables as plain tensor attributes: right values wherever the layer is built, but
 module.to(device) leaves them behind (on a GPU the first call fails; .half() keeps them float32)."""
 
+BREAKS_EVERY_CALL_ON_A_DEVICE = True  # a tensor left on the CPU: on a GPU the first call fails
 MAY_FAIL = ["tables_move_with_module"]
 MESSAGES = {"tables_move_with_module": "register_buffer"}
 

@@ -3,6 +3,7 @@
 import torch
 from torch import nn
 
+BREAKS_EVERY_CALL_ON_A_DEVICE = True  # a tensor left on the CPU: on a GPU the first call fails
 MAY_FAIL = ["parameters", "honours_dtype", "meta_device", "weight_gradient", "repeated_ids_accumulate",
             "untouched_rows_zero", "gradcheck", "init_distribution", "init_independent", "init_reproducible"]
 MESSAGES = {"meta_device": "(a plain tensor attribute)", "honours_dtype": "(a plain tensor attribute)",

@@ -3,6 +3,7 @@
 import torch
 from torch import nn
 
+BREAKS_EVERY_CALL_ON_A_DEVICE = True  # a tensor left on the CPU: on a GPU the first call fails
 MAY_FAIL = ["gradcheck", "init_distribution", "init_independent", "init_reproducible", "parameters",
             "repeated_ids_accumulate", "untouched_rows_zero", "weight_gradient"]
 MESSAGES = {"parameters": "plain tensor attribute", "weight_gradient": "not a registered nn.Parameter"}

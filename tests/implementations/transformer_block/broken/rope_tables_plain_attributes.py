@@ -1,6 +1,7 @@
 """The block's RoPE keeps its cos/sin tables as plain tensor attributes: right values, but block.to(device) leaves
 them behind, so the model fails at its first call on a GPU."""
 
+BREAKS_EVERY_CALL_ON_A_DEVICE = True  # a tensor left on the CPU: on a GPU the first call fails
 MAY_FAIL = ["tables_move_with_module"]
 MESSAGES = {"tables_move_with_module": "attn.rope.cos"}
 

@@ -103,3 +103,43 @@ def test_a_handout_decodes_each_fixture_once_and_again_only_once_it_changes(tmp_
     path.write_bytes(FixtureFile("c", "f", [1, 2, 3], ["quick"], [], {}, {}).to_bytes())
     assert FrozenReference.load(tmp_path, ["c"]).seeds(["c"]) == [1, 2, 3]
     assert len(reads) == 2
+
+
+def test_a_remembering_side_runs_each_call_once_and_hands_out_copies():
+    """A batch slot asks the same questions for every submission: the second asking is answered from memory,
+    with tensors of its own (a check that changed them would change the next submission's expected values)."""
+    from validator.reference_side import RememberingReference
+
+    runs = []
+
+    def counted(x):
+        runs.append(1)
+        return x * 2
+
+    side = RememberingReference(LiveReference({"double": counted}))
+    assert side.before_check(checks.get("values")) is None
+    first = side.call("c", CALL)
+    first["output"].add_(100)  # what a careless check might do
+    again = side.call("c", CALL)
+    assert len(runs) == 1 and torch.equal(again["output"], torch.full((2,), 2.0))
+    other = dict(CALL, inputs=[{"value": torch.full((2,), 3.0), "requires_grad": False}])
+    assert torch.equal(side.call("c", other)["output"], torch.full((2,), 6.0)) and len(runs) == 2
+    assert side.call("another challenge", CALL) and len(runs) == 3  # the challenge is part of the key
+    (timing,) = [name for name in live_only_tests()]
+    side.before_check(checks.get(timing))  # the speed check measures the reference itself: always run
+    side.call("c", CALL)
+    side.call("c", CALL)
+    assert len(runs) == 5
+    side.before_check(checks.get("values"))
+    side.call("c", CALL)
+    assert len(runs) == 5 and (side.hits, side.misses) == (2, 3)
+
+
+def test_a_remembering_side_starts_over_when_full():
+    from validator.reference_side import RememberingReference
+
+    side = RememberingReference(LiveReference({"double": _double}), max_entries=2)
+    side.before_check(checks.get("values"))
+    for k in range(5):
+        side.call("c", dict(CALL, inputs=[{"value": torch.full((2,), float(k)), "requires_grad": False}]))
+    assert len(side.known) <= 2

@@ -28,6 +28,7 @@ _SURROGATES = re.compile("[\ud800-\udfff]")
 class Slot:
     def __init__(self, config: dict[str, Any]):
         from validator import paths, sandbox
+        from validator.reference_side import LiveReference, RememberingReference
         from validator.spec import load_catalogue
         from validator.worker.client import Template
 
@@ -41,6 +42,9 @@ class Slot:
         self.box = sandbox.plan(self.limits, hide=config.get("hide", []), files={},
                                 uid=self.lease.uid if self.lease else None, isolate=config.get("isolate", True))
         self.template = Template()
+        # Imported once and shared by every submission this slot grades (api.grade says why a copy cannot grade).
+        ref_file = Path(config.get("reference_dir") or paths.reference_dir()) / "layers.py"
+        self.reference = RememberingReference(LiveReference.from_file(ref_file)) if ref_file.exists() else None
         self.scratch = tempfile.TemporaryDirectory(prefix="validator-slot-")
         self.empty_file = Path(self.scratch.name) / "layers.py"
         self.empty_file.write_text("")
@@ -108,7 +112,8 @@ class Slot:
             report = grade(layers, challenges=challenge_ids, seed=self.config["seed"], student_id=student_id,
                            profile=self.config["profile"], answers=answers, worker=worker,
                            catalogue=self.catalogue, reference_dir=self.config.get("reference_dir"),
-                           student_arg=None, reference_mode="live", package=package,
+                           student_arg=None, reference_mode="live", reference=self.reference,
+                           package=package,
                            fail_fast=bool(self.config.get("fail_fast")))
         finally:
             worker.close()

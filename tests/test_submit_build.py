@@ -254,3 +254,51 @@ def test_a_forward_that_raises_on_a_perturbed_weight_is_named_by_the_finite_diff
     assert check.status == "error", (check.status, check.message)
     assert "slightly perturbed weight" in check.message and "ValueError" in check.message, check.message
     assert "a nudged weight" in check.message and "layers.py" in check.message, check.message
+
+
+_INDEX_ADD = ROOT / "tests" / "implementations" / "embedding_backward" / "correct" / "index_add.py"
+_RETURN = "        return None, grad_weight"
+
+
+def _gradcheck_with_calls(tmp_path, monkeypatch, source: str):
+    """The gradcheck verdict on ``source`` and the sizes of the batches of calls it sent (finite differences)."""
+    from helpers import grade_file
+    from validator.context import Context
+
+    sizes = []
+    many = Context.student_many
+
+    def counted(self, calls, *args, **kwargs):
+        sizes.append(len(calls))
+        return many(self, calls, *args, **kwargs)
+
+    monkeypatch.setattr(Context, "student_many", counted)
+    layers = tmp_path / "layers.py"
+    layers.write_text(source)
+    (result,) = grade_file(layers, "embedding_backward", checks=["gradcheck"])
+    (check,) = [c for c in result.checks if c.id == "gradcheck"]
+    return check, sizes
+
+
+def test_gradcheck_a_right_backward_costs_four_forward_calls_a_case(tmp_path, monkeypatch):
+    """Two random directions, two signs: torch.autograd.gradcheck's fast mode, not two calls per element."""
+    check, sizes = _gradcheck_with_calls(tmp_path, monkeypatch, _INDEX_ADD.read_text())
+    assert check.status == "passed", check.message
+    assert sizes and set(sizes) == {4}, sizes
+
+
+def test_gradcheck_a_projection_that_disagrees_is_decided_element_by_element(tmp_path, monkeypatch):
+    """A backward off by 1e-5 (inside the element-wise rtol of 1e-3, far outside the projections' own error):
+    the element-wise Jacobian decides, and passes it."""
+    source = _INDEX_ADD.read_text()
+    assert _RETURN in source
+    check, sizes = _gradcheck_with_calls(tmp_path, monkeypatch, source.replace(_RETURN, _RETURN + " * (1 + 1e-5)"))
+    assert check.status == "passed", check.message
+    assert 4 in sizes and max(sizes) > 4, sizes
+
+
+def test_gradcheck_a_wrong_backward_is_named_by_its_element(tmp_path, monkeypatch):
+    source = _INDEX_ADD.read_text()
+    check, sizes = _gradcheck_with_calls(tmp_path, monkeypatch, source.replace(_RETURN, _RETURN + " * 1.01"))
+    assert check.status == "failed" and max(sizes) > 4, (check.status, sizes)
+    assert "element" in check.message and "analytically" in check.message and "numerically" in check.message

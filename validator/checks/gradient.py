@@ -192,8 +192,9 @@ class GradcheckParams(CaseParams):
 def gradcheck(ctx: Context, check: CheckSpec, p: GradcheckParams) -> str:
     """Finite differences of the student's own forward against the student's own backward, in float64.
 
-    Run by the grader from plain tensors (the worker only evaluates), in the
-    style of torch.autograd.gradcheck's fast mode: J^T r for random r.
+    Run by the grader from plain tensors (the worker only evaluates): J^T r for random r, first projected
+    on two random directions (torch.autograd.gradcheck's fast mode: four forward calls), and element by
+    element (two calls per element) only where a projection disagrees, so a failure names its element.
     """
     name, entry = entry_of(ctx, check)
     f64 = torch.float64
@@ -237,28 +238,47 @@ def gradcheck(ctx: Context, check: CheckSpec, p: GradcheckParams) -> str:
                 g = (got.get("param_grads") or {}).get(ident) if kind == "param" else (got.get("input_grads") or [])[int(ident)]
                 flat.append(torch.zeros_like(v).reshape(-1) if g is None else g.reshape(-1).to(f64))
             analytic.append(torch.cat(flat))
-        calls = []
-        for li, (key, v) in enumerate(leaves):
+        def perturbed(steps: list[torch.Tensor]) -> dict:
+            """``base`` with each leaf moved by its step."""
+            call, inputs = dict(base), [dict(it) for it in base["inputs"]]
+            moved_state = dict(state or {})
+            for (key, v), step in zip(leaves, steps):
+                kind, ident = key.split(":", 1)
+                if kind == "param":
+                    moved_state[ident] = v + step
+                else:
+                    inputs[int(ident)] = dict(inputs[int(ident)], value=v + step)
+            call["inputs"] = inputs
+            if state is not None:
+                call["state"] = moved_state
+            return call
+
+        def derivatives(steps: list[list[torch.Tensor]], doing: str) -> list[torch.Tensor]:
+            """Central differences of the output along each step, flattened: (f(x + h) - f(x - h)) / 2 eps."""
+            calls = [perturbed([sign * h for h in hs]) for hs in steps for sign in (1.0, -1.0)]
+            results = ctx.student_many(calls, check.timeout, doing)
+            out = []
+            for k in range(0, len(results), 2):
+                for call, r in ((calls[k], results[k]), (calls[k + 1], results[k + 1])):
+                    raise_if_failed(ctx, call, r, "forward raised on a slightly perturbed weight (finite differences)")
+                out.append(((results[k]["output"] - results[k + 1]["output"]) / (2 * p.eps)).reshape(-1))
+            return out
+
+        # First along a few random directions u (torch.autograd.gradcheck's fast mode): r . (J u), from two
+        # forward calls, against (J^T r) . u. Far below the element-wise tolerance, a disagreement sends the
+        # case to the element-wise Jacobian (two calls per element), which alone decides and names the element.
+        directions = [[torch.randn(v.shape, generator=gen, dtype=f64) for _, v in leaves] for _ in range(2)]
+        along = derivatives([[p.eps * u for u in us] for us in directions], "evaluating directional derivatives")
+        if all(_agrees_along(a, r.reshape(-1), torch.cat([u.reshape(-1) for u in us]), ju)
+               for us, ju in zip(directions, along) for r, a in zip(probes, analytic)):
+            return
+        steps = []
+        for li, (_, v) in enumerate(leaves):
             for j in range(v.numel()):
-                for sign in (1.0, -1.0):
-                    bumped = v.clone().reshape(-1)
-                    bumped[j] += sign * p.eps
-                    bumped = bumped.reshape(v.shape)
-                    kind, ident = key.split(":", 1)
-                    if kind == "param":
-                        calls.append(dict(base, state={**state, ident: bumped}))
-                    else:
-                        inputs = [dict(it) for it in base["inputs"]]
-                        inputs[int(ident)] = dict(inputs[int(ident)], value=bumped)
-                        calls.append(dict(base, inputs=inputs))
-        results = ctx.student_many(calls, check.timeout, "evaluating finite differences")
-        cols = []
-        for k in range(0, len(results), 2):
-            plus, minus = results[k], results[k + 1]
-            for call, r in ((calls[k], plus), (calls[k + 1], minus)):
-                raise_if_failed(ctx, call, r, "forward raised on a slightly perturbed weight (finite differences)")
-            cols.append(((plus["output"] - minus["output"]) / (2 * p.eps)).reshape(-1))
-        jac = torch.stack(cols, dim=1)  # (out_numel, total)
+                step = [torch.zeros_like(w) for _, w in leaves]
+                step[li].view(-1)[j] = p.eps
+                steps.append(step)
+        jac = torch.stack(derivatives(steps, "evaluating finite differences"), dim=1)  # (out_numel, total)
         for r, a in zip(probes, analytic):
             numeric = jac.T @ r.reshape(-1)
             if not torch.allclose(a, numeric, atol=p.atol, rtol=p.rtol):
@@ -277,6 +297,15 @@ def gradcheck(ctx: Context, check: CheckSpec, p: GradcheckParams) -> str:
     runs = for_all(ctx, check, case_strategy(ctx.challenge, entry, p.inputs, fixed_dims=p.dims) if p.dims
                    else strategy(ctx, check, p), body, p.max_examples)
     return f"{runs} float64 cases, {p.probes} random directions each"
+
+
+def _agrees_along(analytic: torch.Tensor, r: torch.Tensor, u: torch.Tensor, ju: torch.Tensor) -> bool:
+    """Whether ``(J^T r) . u`` (the student's backward) equals ``r . (J u)`` (finite differences of the
+    student's forward) to within float64 central differences' own error, a millionth of the sizes involved:
+    a correct layer lands far inside, a gradient wrong by the element-wise tolerance far outside."""
+    lhs, rhs = float(analytic @ u), float(r @ ju)
+    scale = float(analytic.norm() * u.norm()) + float(r.norm() * ju.norm())
+    return abs(lhs - rhs) <= 1e-6 * scale + 1e-9
 
 
 @register("forward_pure", CaseParams, uses_reference=False)

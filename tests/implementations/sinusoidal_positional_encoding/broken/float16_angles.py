@@ -25,4 +25,4 @@ class SinusoidalPositionalEncoding(nn.Module):
     def forward(self, x):
         n = x.shape[-2]
         pe = self.pe if n <= self.pe.shape[0] else sinusoidal_positional_encoding(n, self.d, self.base)
-        return x + pe[:n].to(x.dtype)
+        return x + pe[:n].to(x)

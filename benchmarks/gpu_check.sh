@@ -29,7 +29,7 @@ timeout -s INT "${GPU_CHECK_BUDGET_S:-300}" python3 -m pytest -v -rfE --tb=short
     --thorough "${select[@]}" --junitxml="$out/junit.xml" tests/test_mutants.py tests/test_device.py \
     > "$out/pytest.log" 2>&1
 tests=$?
-grep -E "^(FAILED|ERROR) |passed|failed" "$out/pytest.log" | tail -n 60
+grep -E "FAILED|ERROR |passed|failed" "$out/pytest.log" | sort -u | tail -n 60
 cp reference/layers.py "$out/reference_layers.py"
 python3 -m validator submit-build --student "$out/reference_layers.py" --device cuda --no-input \
     --json "$out/reference_on_cuda.json" > "$out/submit_build.log" 2>&1

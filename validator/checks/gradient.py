@@ -238,6 +238,7 @@ def gradcheck(ctx: Context, check: CheckSpec, p: GradcheckParams) -> str:
                 g = (got.get("param_grads") or {}).get(ident) if kind == "param" else (got.get("input_grads") or [])[int(ident)]
                 flat.append(torch.zeros_like(v).reshape(-1) if g is None else g.reshape(-1).to(f64))
             analytic.append(torch.cat(flat))
+
         def perturbed(steps: list[torch.Tensor]) -> dict:
             """``base`` with each leaf moved by its step."""
             call, inputs = dict(base), [dict(it) for it in base["inputs"]]

@@ -133,7 +133,8 @@ class Worker:
 
     def _can_fork(self) -> bool:
         """Forking is only safe with one thread, and only worth it once torch is imported here."""
-        return (hasattr(os, "fork") and not self.fresh_interpreter and self.command is None and self.preexec is None and not self.extra_env
+        return (hasattr(os, "fork") and not self.fresh_interpreter and self.command is None
+                and self.preexec is None and not self.extra_env
                 and os.environ.get("VALIDATOR_WORKER_START", "fork") == "fork"
                 and "torch" in sys.modules and threading.active_count() == 1)
 

@@ -489,23 +489,23 @@ def unmarked_survivors(challenge, *, reference_file: Path, cache_dir: str | Path
 
 
 def main(*, challenges: Sequence[str] | None = None, json_path: str | None = None, html_path: str | None = None,
-         jobs: int | None = None, seeds: Sequence[int] | None = None,
-         seed: int | None = None, profile: str = "batch", all_checks: bool = False, cache_dir: str | None = None,
-         use_cache: bool = True, isolate: bool = True, timeout: float = 300.0, bug_classes: bool = True,
-         stream: TextIO | None = None) -> int:
+         jobs: int | None = None, seeds: Sequence[int] | None = None, profile: str = "batch",
+         all_checks: bool = False, cache_dir: str | None = None, use_cache: bool = True, isolate: bool = True,
+         timeout: float = 300.0, bug_classes: bool = True, stream: TextIO | None = None) -> int:
     """Entry for the CLI: exit 0 when every non-equivalent mutant is caught, 1 when some survive,
     2 for usage or spec errors, 3 when the grader failed (the reference lost points, a mutant errored).
 
-    ``seeds`` (``--seed`` given several times) grades the mutants once per seed: a check that catches a bug only
-    on lucky draws shows as a survivor on some seed. Each seed's report is printed under its own heading, and
-    written to its own ``--json``/``--html`` file (``report.seed5.json``); the exit status is the worst."""
+    ``seeds`` (``--seed``, repeatable; none: `validator grade`'s seed) grades the mutants once per seed: a check
+    that catches a bug only on lucky draws shows as a survivor on some seed. Each seed's report is printed under
+    its own heading and written to its own ``--json``/``--html`` file (``report.seed5.json``); the exit status is
+    the worst."""
     from validator.api import UsageError
     from validator.reporters.strength import render_text, write_html, write_json
     from validator.spec import SpecError
 
     out = stream or sys.stdout
     err = sys.stderr if stream is None else stream
-    runs = list(seeds) if seeds else [seed]
+    runs = list(seeds) if seeds else [None]
     several = len(runs) > 1
     status, survivors_by_seed = EXIT_OK, []
     for one in runs:

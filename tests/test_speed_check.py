@@ -66,7 +66,7 @@ class Script:
 
 @pytest.fixture
 def speed(monkeypatch):
-    def run(script: Script, **params):
+    def run(script: Script, fastest: dict | None = None, **params):
         runs = []
 
         def fake_call(ctx, check, size, run, drawn=None, **extra):
@@ -77,8 +77,9 @@ def speed(monkeypatch):
         monkeypatch.setattr(performance, "more_inputs", lambda ctx, call, passes, seed: [
             [{"value": torch.full((4,), seed + n / 10)}] for n in range(1, passes)])
         monkeypatch.setattr(performance, "measured", script.measured)
-        ctx = SimpleNamespace(challenge=SimpleNamespace(tolerance="exact"), reference_call=script.reference_call,
-                              check_seed=lambda check_id: 7, worker=script.worker)
+        ctx = SimpleNamespace(challenge=SimpleNamespace(id="c", tolerance="exact"), reference_call=script.reference_call,
+                              check_seed=lambda check_id: 7, worker=script.worker,
+                              ref=SimpleNamespace(fastest=fastest))
         return time_ratio(ctx, CHECK, TimeParams(case=Size(), **params))
     return run
 
@@ -140,3 +141,37 @@ def test_every_timed_run_and_pass_has_inputs_of_its_own(speed):
     passes = [tuple(m[0]["value"].tolist()) for c in script.calls for m in c["more_inputs"]]
     assert len(script.calls) == 1 + 3 and len(passes) == 3 * 2
     assert len(set(firsts + passes)) == len(firsts) + len(passes)
+
+
+def test_a_slot_remembers_the_references_fastest_run_and_a_clear_pass_needs_one_run(speed):
+    """In a batch slot the reference's fastest time of a measurement is remembered: the next layer passes on
+    one run within max_ratio / decisive of it, and the reference is not timed again."""
+    fastest: dict = {}
+    speed(Script(itertools.repeat(0.003), [0.002, 0.001]), fastest)
+    assert list(fastest.values()) == [0.001]
+    script = Script(itertools.repeat(0.004), [])
+    said = speed(script, fastest)
+    assert "(4.0x; one run, against the reference's fastest run" in said
+    assert script.student_calls == 1 + 1 and script.reference_calls == 0
+
+
+def test_a_remembered_time_never_decides_a_failure(speed):
+    """Past max_ratio / decisive of the remembered time, the interleaved runs decide, the first run counting
+    as their first: a layer slowed by load on its first run alone passes, a slow one fails as before."""
+    fastest = {("c", "speed", repr(({}, {})), 3): 0.001}
+    script = Script(itertools.chain([0.03], itertools.repeat(0.002)), itertools.repeat(0.001))
+    assert "(2.0x; the fastest of 2 interleaved runs each, 1 round)" in speed(script, fastest)
+    assert script.student_calls == 1 + 2 and script.reference_calls == 2
+    script = Script(itertools.repeat(0.2), itertools.repeat(0.001))
+    with pytest.raises(CheckFailed, match="200.0x; the fastest of 5 interleaved runs each, 1 round"):
+        speed(script, fastest)
+    assert script.student_calls == 1 + 5 and script.reference_calls == 5
+
+
+def test_the_remembered_time_is_the_fastest_ever_seen(speed):
+    fastest: dict = {}
+    speed(Script(itertools.repeat(0.05), itertools.repeat(0.002)), fastest, rounds=1)  # fails: 25x
+    (key,) = fastest
+    assert fastest[key] == 0.002
+    speed(Script([0.1, 0.009, 0.009], [0.003, 0.003]), fastest)  # 0.1 / 0.002 is no clear pass: timed again
+    assert fastest[key] == 0.002

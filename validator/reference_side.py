@@ -162,9 +162,12 @@ class ReferenceSide(Protocol):
 
     ``fork_safe`` says whether graders forked from this process may share it: a side that keeps
     what it learns in this process's memory (a recording) is not, and grading then stays serial.
+    ``fastest`` is where a speed check keeps the reference's fastest timed run per measurement, across
+    the submissions this process grades (a batch slot), or None where a run grades one submission.
     """
 
     fork_safe: bool
+    fastest: dict[tuple, float] | None
 
     def call(self, challenge_id: str, call: dict) -> dict:
         """The reference's result for ``call`` (``{"ok": False, ...}`` if it raised, as the worker says)."""
@@ -180,6 +183,7 @@ class LiveReference:
     """The reference module, run in-process (it is trusted instructor code)."""
 
     fork_safe = True
+    fastest = None
 
     def __init__(self, namespace: dict[str, Any], origin: str | None = None):
         self.namespace = namespace
@@ -213,8 +217,11 @@ class RememberingReference:
     A batch slot grades every submission on the same seed, so each asks the reference the same questions
     (~770 calls for the catalogue, a tenth of a correct submission's grading). Results are kept by call
     content (:func:`call_key`) and handed out as copies: a check may not change what the next submission is
-    compared with. A check that measures the reference itself (``live_reference``: its speed) always runs it.
-    At ``max_entries`` the memory starts over, so seeds that vary per submission cost only the time saved.
+    compared with. A timed run (a call with ``repeat``, in a check that measures the reference itself:
+    ``live_reference``) always runs: its time is the answer; the same check's other calls (the values a
+    measured run is compared with) are remembered like any other. The speed check keeps the reference's
+    fastest time per measurement in ``fastest``. At ``max_entries`` the memory starts over, so seeds that
+    vary per submission cost only the time saved.
     """
 
     fork_safe = True
@@ -223,11 +230,12 @@ class RememberingReference:
         self.live = live
         self.max_entries = max_entries
         self.known: dict[tuple[str, str], dict] = {}
+        self.fastest: dict[tuple, float] = {}
         self.measuring = False
         self.hits = self.misses = 0
 
     def call(self, challenge_id: str, call: dict) -> dict:
-        if self.measuring:
+        if self.measuring and "repeat" in call:
             return self.live.call(challenge_id, call)
         key = (challenge_id, call_key(call))
         found = self.known.get(key)
@@ -303,6 +311,7 @@ class FrozenReference:
     """Answers reference calls from fixture files; counts hits and misses per check."""
 
     fork_safe = True
+    fastest = None
 
     def __init__(self, files: dict[str, FixtureFile]):
         self.files = files

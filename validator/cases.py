@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from hypothesis import assume, strategies as st
 
+from validator.draws import remembered
 from validator.spec.schema import _EXPR, Challenge, Entry, InputSpec, resolve
 
 MAX_DRAWN_VALUES = 64
@@ -313,23 +314,30 @@ def fixed_case(challenge: Challenge, entry: Entry, *, dims: dict[str, int] | Non
     dims = {**{k: (v if isinstance(v, int) else v[1]) for k, v in challenge.dims.items()}, **(dims or {})}
     dims = round_dims(challenge, dims)
     dims.update({k: v for k, v in option_values(challenge, dims, overrides).items() if k not in dims})
-    gen = torch.Generator().manual_seed(seed)
-    inputs: dict[str, Any] = {}
-    for name in entry.call:
-        spec = merged_input(challenge.inputs[name], (overrides or {}).get(name))
-        shape = [int(resolve(d, dims)) for d in (shapes or {}).get(name, [])] if shapes and name in shapes \
-            else [int(resolve(d, dims)) for d in spec.shape if d != "..."]
-        if spec.type == "value":
-            inputs[name] = literal_or_dim(_pick(spec), dims)
-        elif spec.type == "mask":
-            inputs[name] = make_mask(tuple(shape), spec.pattern, gen)
-        elif spec.type == "token_ids":
-            high = int(resolve(spec.high, dims))
-            inputs[name] = torch.randint(0, high, shape, generator=gen).to(DTYPES[spec.dtype or "int64"])
-        else:
-            dtype = DTYPES[spec.dtype] if spec.dtype else torch.get_default_dtype()
-            inputs[name] = (torch.randn(shape, generator=gen, dtype=torch.float64) * (spec.scale or 1.0)).to(dtype)
-    return Case(dims=dims, inputs=inputs, seed=seed)
+    specs = {name: merged_input(challenge.inputs[name], (overrides or {}).get(name)) for name in entry.call}
+
+    def draw() -> dict[str, Any]:
+        gen = torch.Generator().manual_seed(seed)
+        inputs: dict[str, Any] = {}
+        for name, spec in specs.items():
+            shape = [int(resolve(d, dims)) for d in (shapes or {}).get(name, [])] if shapes and name in shapes \
+                else [int(resolve(d, dims)) for d in spec.shape if d != "..."]
+            if spec.type == "value":
+                inputs[name] = literal_or_dim(_pick(spec), dims)
+            elif spec.type == "mask":
+                inputs[name] = make_mask(tuple(shape), spec.pattern, gen)
+            elif spec.type == "token_ids":
+                high = int(resolve(spec.high, dims))
+                inputs[name] = torch.randint(0, high, shape, generator=gen).to(DTYPES[spec.dtype or "int64"])
+            else:
+                dtype = DTYPES[spec.dtype] if spec.dtype else torch.get_default_dtype()
+                inputs[name] = (torch.randn(shape, generator=gen, dtype=torch.float64) * (spec.scale or 1.0)).to(dtype)
+        return inputs
+
+    # what the draw depends on: the merged input specs, the dims, the shapes asked for, the seed, the default dtype
+    key = ("fixed_case", repr(sorted(specs.items())), repr(sorted(dims.items())), repr(shapes), int(seed),
+           torch.get_default_dtype())
+    return Case(dims=dims, inputs=remembered(key, draw), seed=seed)
 
 
 # -- several calls on one instance ----------------------------------------------------------------------------

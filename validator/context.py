@@ -16,6 +16,7 @@ import torch
 from hypothesis import settings as Settings
 
 from validator.cases import Case
+from validator.draws import seeded_normal
 from validator.spec.schema import Challenge, Entry, resolve
 from validator.worker.client import Worker
 
@@ -150,9 +151,8 @@ class Context:
 
     def make_state(self, entry: Entry, dims: dict[str, int], seed: int,
                    dtype: torch.dtype) -> dict[str, torch.Tensor]:
-        gen = torch.Generator().manual_seed(seed)
-        return {name: torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
-                for name, shape in self.expected_parameters(entry, dims).items()}
+        shapes = self.expected_parameters(entry, dims)
+        return dict(zip(shapes, seeded_normal(list(shapes.values()), seed, dtype)))
 
     def build_call(self, entry_name: str, case: Case, *, want: list[str],
                    state: dict[str, torch.Tensor] | None = None, grad_output: torch.Tensor | None = None,

@@ -10,6 +10,7 @@ from validator.cases import Case, fixed_case, merged_input
 from validator.checks import Params
 from validator.context import (CheckErrored, CheckFailed, Context, GraderFailure, format_exception,
                                is_grader_failure)
+from validator.draws import seeded_normal
 from validator.spec.schema import CheckSpec, Entry
 
 
@@ -186,8 +187,7 @@ def naming_advice(ctx: Context, entry_name: str):
 
 
 def random_like(t: torch.Tensor, seed: int, dtype: torch.dtype | None = None) -> torch.Tensor:
-    gen = torch.Generator().manual_seed(seed)
-    return torch.randn(t.shape, generator=gen, dtype=torch.float64).to(dtype or t.dtype)
+    return seeded_normal([tuple(t.shape)], seed, dtype or t.dtype)[0]
 
 
 def dtype_of(name: str) -> torch.dtype:

@@ -69,6 +69,9 @@ def _shown_file(filename: str, origin: str | None) -> str:
     return filename
 
 
+_OP_NAMES: dict = {}  # an op overload -> the name the recorder counts it under ("aten.mm")
+
+
 class OpRecorder(TorchDispatchMode):
     """Counts aten ops and tracks the peak of live tensor bytes they allocate.
 
@@ -96,7 +99,9 @@ class OpRecorder(TorchDispatchMode):
         self._refs: dict[int, list] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = str(func.overloadpacket).replace("aten::", "aten.")
+        name = _OP_NAMES.get(func)
+        if name is None:
+            name = _OP_NAMES[func] = str(func.overloadpacket).replace("aten::", "aten.")
         if self.counting:
             self.counts[name] = self.counts.get(name, 0) + 1
         if self.marker is not None:

@@ -1,0 +1,152 @@
+"""Where one submission's grading time goes, in a warm batch slot: the profile behind docs/batch.md's Scale table.
+
+Run: python benchmarks/where_time_goes.py [--repeat 3] [--challenges ID ...] [--submission DIR] [--no-isolate]
+
+Grades the submission (by default the reference, copied in as a student's layers.py) once to warm a slot as
+`validator grade` runs one (the case replays, the reference's remembered results, the drawn test tensors),
+then ``--repeat`` more times, and prints per graded submission: wall time, the grader's CPU, the worker's
+CPU (user and system, read from /proc before it ends; "n/a" where /proc does not show it), the student
+calls and how many were traced (under the op recorder and torch's profiler); then, by kind of check
+(its test), how many ran, their wall time and share, the grader's CPU in them and their calls of the
+student's code. Figures are means over the repeats. The machine's load changes the wall times, much less
+the CPU seconds: compare those across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _worker_cpu(pid: int) -> tuple[float, float] | None:
+    """(user, system) CPU seconds of a live process, from /proc, or None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        tick = os.sysconf("SC_CLK_TCK")
+        return int(fields[11]) / tick, int(fields[12]) / tick
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def measure(submission: Path, *, repeat: int, challenges: list[str] | None, isolate: bool) -> dict:
+    """Grade ``submission`` 1 + ``repeat`` times in one slot; return the means of the last ``repeat``."""
+    from validator import grading, paths, sandbox
+    from validator.batch.grade import slot_config
+    from validator.batch.slot import Slot
+    from validator.reference_side import OFFICIAL_SEED
+    from validator.spec import load_catalogue
+    from validator.worker import client
+
+    catalogue = load_catalogue(paths.challenges_dir())
+    chosen = challenges or list(catalogue)
+    slot = Slot(slot_config(challenges=chosen, seed=OFFICIAL_SEED, profile="batch",
+                            limits=sandbox.Limits(wall_s=600), isolate=isolate))
+    state = {"check": None, "worker": []}
+    by_test: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0, 0])  # n, wall, grader cpu, calls, traced
+
+    original_request, original_close, original_run_check = client.Worker.request, client.Worker.close, grading.run_check
+
+    def request(self, message, *args, **kwargs):
+        calls = message.get("calls") or ([message["call"]] if message.get("call") else [])
+        row = by_test[state["check"] or "(outside checks)"]
+        row[3] += len(calls)
+        row[4] += sum(1 for c in calls if c.get("trace_ops") or c.get("track_memory"))
+        return original_request(self, message, *args, **kwargs)
+
+    def close(self):
+        proc = getattr(self, "proc", None)
+        if proc is not None:
+            state["worker"].append(_worker_cpu(proc.pid))
+        return original_close(self)
+
+    def run_check(ctx, check, arg):
+        state["check"] = check.test
+        wall, cpu = time.perf_counter(), time.process_time()
+        try:
+            return original_run_check(ctx, check, arg)
+        finally:
+            row = by_test[check.test]
+            row[0] += 1
+            row[1] += time.perf_counter() - wall
+            row[2] += time.process_time() - cpu
+            state["check"] = None
+
+    client.Worker.request, client.Worker.close, grading.run_check = request, close, run_check
+    totals = {"wall": 0.0, "grader": 0.0, "worker_user": 0.0, "worker_sys": 0.0, "worker_seen": True, "score": None}
+    try:
+        for n in range(1 + repeat):
+            if n == 1:  # the first grading warmed the slot: measure from here
+                by_test.clear()
+            state["worker"] = []
+            wall, cpu = time.perf_counter(), time.process_time()
+            report = slot.grade(f"run{n}", str(submission))
+            if n == 0:
+                continue
+            totals["wall"] += time.perf_counter() - wall
+            totals["grader"] += time.process_time() - cpu
+            totals["score"] = (report["score"], report["max_score"])
+            for seen in state["worker"]:
+                if seen is None:
+                    totals["worker_seen"] = False
+                else:
+                    totals["worker_user"] += seen[0]
+                    totals["worker_sys"] += seen[1]
+    finally:
+        client.Worker.request, client.Worker.close, grading.run_check = original_request, original_close, original_run_check
+        slot.close()
+    means = {k: (v / repeat if isinstance(v, float) else v) for k, v in totals.items()}
+    means["by_test"] = {k: [v[0] / repeat, v[1] / repeat, v[2] / repeat, v[3] / repeat, v[4] / repeat]
+                        for k, v in by_test.items()}
+    means["challenges"] = len(chosen)
+    return means
+
+
+def render(m: dict) -> str:
+    rows = sorted(m["by_test"].items(), key=lambda kv: -kv[1][1])
+    checks_wall = sum(v[1] for _, v in rows) or 1e-9
+    calls, traced = sum(v[3] for _, v in rows), sum(v[4] for _, v in rows)
+    worker = (f"{m['worker_user'] + m['worker_sys']:.2f} s ({m['worker_user']:.2f} user, {m['worker_sys']:.2f} system)"
+              if m["worker_seen"] else "n/a (its /proc entry is not readable here)")
+    count = f"{m['challenges']} challenge{'s' if m['challenges'] != 1 else ''}"
+    lines = [f"one submission, {count}, score {m['score'][0]:g}/{m['score'][1]:g}, in a warm slot "
+             "(means of the repeats):",
+             f"  wall {m['wall']:.2f} s; grader CPU {m['grader']:.2f} s; worker CPU {worker}",
+             f"  {calls:.0f} calls of the student's code, {traced:.0f} of them traced",
+             "", f"{'test':28s} {'checks':>6s} {'wall s':>7s} {'share':>6s} {'grader s':>8s} {'calls':>6s} {'traced':>6s}"]
+    for test, (n, wall, cpu, c, t) in rows:
+        lines.append(f"{test:28s} {n:6.0f} {wall:7.3f} {100 * wall / checks_wall:5.1f}% {cpu:8.3f} {c:6.0f} {t:6.0f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="measured gradings after the warm-up one")
+    parser.add_argument("--challenges", nargs="*", help="only these challenge ids (default: the catalogue)")
+    parser.add_argument("--submission", type=Path, help="a submission folder (default: the reference as one)")
+    parser.add_argument("--no-isolate", action="store_true", help="no sandbox (uid, namespaces) for the worker")
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    with tempfile.TemporaryDirectory(prefix="where-time-goes-") as scratch:
+        submission = args.submission
+        if submission is None:
+            submission = Path(scratch) / "reference-as-student"
+            submission.mkdir()
+            shutil.copy(ROOT / "reference" / "layers.py", submission / "layers.py")
+        m = measure(submission.resolve(), repeat=args.repeat, challenges=args.challenges,
+                    isolate=not args.no_isolate)
+    print(render(m))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""The profiling benchmark accounts for a submission's every check and call, and leaves the grader as it was."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_where_time_goes_counts_every_check_and_call_of_a_graded_submission(tmp_path):
+    from validator import grading, paths
+    from validator.spec import load_catalogue
+    from validator.worker import client
+
+    bench = _load("where_time_goes")
+    shutil.copy(ROOT / "reference" / "layers.py", tmp_path / "layers.py")
+    before = (client.Worker.request, client.Worker.close, grading.run_check)
+    m = bench.measure(tmp_path, repeat=1, challenges=["softmax"], isolate=False)
+    assert (client.Worker.request, client.Worker.close, grading.run_check) == before
+    challenge = load_catalogue(paths.challenges_dir())["softmax"]
+    assert sum(n for n, *_ in m["by_test"].values()) == len(challenge.checks)
+    assert {test for test, row in m["by_test"].items() if row[0]} == {c.test for c in challenge.checks}
+    calls = sum(row[3] for row in m["by_test"].values())
+    assert calls > len(challenge.checks) and m["grader"] > 0 and m["wall"] > 0
+    assert 0 < m["score"][0] <= m["score"][1]
+    text = bench.render(m)
+    assert "1 challenge," in text and f"{calls:.0f} calls" in text

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from validator.cases import Case
+from validator.draws import tensor_nbytes
 from validator.reference_side import (OFFICIAL_SEED, RECORD_SEEDS, decode, decoded_once, encode, strings_in, unpack,
                                       versions)
 from validator.worker.protocol import pack, tensor_bytes
@@ -127,7 +128,7 @@ def to_bytes(sections: dict[str, dict[tuple, list]], *, seconds: float | None = 
             except (AttributeError, ValueError):
                 left_out.append(key)
                 continue
-            if _tensor_bytes(plain) > MAX_CHECK_BYTES:
+            if tensor_nbytes(plain) > MAX_CHECK_BYTES:
                 left_out.append(key)
                 continue
             back = unpack(pack({"cases": plain}))["cases"]
@@ -140,16 +141,6 @@ def to_bytes(sections: dict[str, dict[tuple, list]], *, seconds: float | None = 
     if seconds is not None:
         header["seconds"] = round(float(seconds), 2)
     return pack(header), left_out
-
-
-def _tensor_bytes(obj: Any) -> int:
-    if isinstance(obj, torch.Tensor):
-        return obj.numel() * obj.element_size()
-    if isinstance(obj, dict):
-        return sum(_tensor_bytes(v) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return sum(_tensor_bytes(v) for v in obj)
-    return 0
 
 
 _READ: dict[str, tuple[tuple[int, int], dict]] = {}

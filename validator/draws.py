@@ -25,9 +25,9 @@ def remembered(key: tuple, draw: Callable[[], Any]) -> Any:
     if kept is None:
         value = draw()
         _keep(key, value)
-        return _copy(value)
+        return copied(value)
     _KEPT.move_to_end(key)
-    return _copy(kept[0])
+    return copied(kept[0])
 
 
 def seeded_normal(shapes: list[tuple[int, ...]], seed: int, dtype: torch.dtype) -> list[torch.Tensor]:
@@ -42,28 +42,30 @@ def seeded_normal(shapes: list[tuple[int, ...]], seed: int, dtype: torch.dtype) 
     return remembered(("normal", tuple(shapes), int(seed), dtype), draw)
 
 
-def _copy(value: Any) -> Any:
+def copied(value: Any) -> Any:
+    """``value`` with every tensor (detached), dict, list and tuple in it new: what a memory hands out."""
     if isinstance(value, torch.Tensor):
-        return value.clone()
+        return value.detach().clone()
     if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
+        return {k: copied(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(_copy(v) for v in value)
+        return type(value)(copied(v) for v in value)
     return value
 
 
-def _bytes(value: Any) -> int:
+def tensor_nbytes(value: Any) -> int:
+    """The bytes of the tensors in ``value`` (in dicts, lists and tuples)."""
     if isinstance(value, torch.Tensor):
         return value.numel() * value.element_size()
     if isinstance(value, dict):
-        return sum(_bytes(v) for v in value.values())
+        return sum(tensor_nbytes(v) for v in value.values())
     if isinstance(value, (list, tuple)):
-        return sum(_bytes(v) for v in value)
+        return sum(tensor_nbytes(v) for v in value)
     return 0
 
 
 def _keep(key: tuple, value: Any) -> None:
-    size = _bytes(value)
+    size = tensor_nbytes(value)
     if size > LIMIT_BYTES // 4:
         return  # one draw that would crowd out every other is drawn again each time
     _KEPT[key] = (value, size)

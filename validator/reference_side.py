@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable, Protocol, TypeVar
 import torch
 
 from validator.context import ReferenceUnavailable
+from validator.draws import copied
 from validator.runner import execute
 from validator.worker.protocol import ProtocolError, _count_tensors, _decode, dtype_name, pack, tensor_bytes
 
@@ -247,7 +248,7 @@ class RememberingReference:
             self.known[key] = found
         else:
             self.hits += 1
-        return _copied(found)
+        return copied(found)
 
     def before_check(self, test: Any) -> str | None:
         self.measuring = bool(test.live_reference)
@@ -255,17 +256,6 @@ class RememberingReference:
 
     def after_check(self, status: str, message: str) -> tuple[str, str]:
         return self.live.after_check(status, message)
-
-
-def _copied(obj: Any) -> Any:
-    """``obj`` with every tensor, dict and list in it new; tensors detached, as a frozen result's are."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().clone()
-    if isinstance(obj, dict):
-        return {k: _copied(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_copied(v) for v in obj]
-    return obj
 
 
 # -- files decoded once, and the strings they hold --------------------------------------------

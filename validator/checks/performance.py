@@ -213,13 +213,12 @@ def time_ratio(ctx: Context, check: CheckSpec, p: TimeParams) -> str:
     key = (ctx.challenge.id, check.id, repr(size), p.repeat) if memory is not None else None
     first: tuple[float, dict] | None = timed_student(("try", 1, 0), p.repeat)
     known = memory.get(key) if memory is not None else None
+    passes = f"for {p.repeat} passes over {tokens[0]} elements each (every pass on inputs of its own)"
     if known is not None:
-        seconds = first[0]
-        ratio = seconds / max(known, 1e-9)
+        seconds, _, ratio = _ratio_of_minima([first[0]], [known])
         if seconds <= p.floor_seconds or ratio <= p.max_ratio / p.decisive:
             return (f"{seconds * 1e3:.2f} ms vs reference {known * 1e3:.2f} ms ({ratio:.1f}x; one run, against "
-                    f"the reference's fastest run of this measurement in this grading process) for {p.repeat} "
-                    f"passes over {tokens[0]} elements each (every pass on inputs of its own)")
+                    f"the reference's fastest run of this measurement in this grading process) {passes}")
     student, reference = [], []
     for rounds in range(1, max(1, p.rounds) + 1):
         spent = 0.0
@@ -236,10 +235,9 @@ def time_ratio(ctx: Context, check: CheckSpec, p: TimeParams) -> str:
         if not slow or spent > p.budget_seconds or ratio > p.max_ratio * p.decisive:
             break  # passed, or far too slow for load to explain: no need to measure again
     if memory is not None:
-        memory[key] = min([ref_best] + ([memory[key]] if key in memory else []))
+        memory[key] = min(ref_best, memory.get(key, ref_best))
     summary = (f"{best * 1e3:.2f} ms vs reference {ref_best * 1e3:.2f} ms ({ratio:.1f}x; the fastest of "
-               f"{len(student)} interleaved runs each, {rounds} round{'s' if rounds > 1 else ''}) for {p.repeat} "
-               f"passes over {tokens[0]} elements each (every pass on inputs of its own)")
+               f"{len(student)} interleaved runs each, {rounds} round{'s' if rounds > 1 else ''}) {passes}")
     if slow:
         raise CheckFailed(summary + f", allowed {p.max_ratio:g}x: avoid Python loops and dense one-hot products")
     return summary

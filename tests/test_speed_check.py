@@ -143,21 +143,22 @@ def test_every_timed_run_and_pass_has_inputs_of_its_own(speed):
     assert len(set(firsts + passes)) == len(firsts) + len(passes)
 
 
-def test_a_slot_remembers_the_references_fastest_run_and_a_clear_pass_needs_one_run(speed):
+def test_a_slot_remembers_the_references_fastest_run_and_a_clear_pass_needs_one_pair(speed):
     """In a batch slot the reference's fastest time of a measurement is remembered: the next layer passes on
-    one run within max_ratio / decisive of it, and the reference is not timed again."""
+    one interleaved pair within max_ratio / decisive of the fastest reference run so far."""
     fastest: dict = {}
     speed(Script(itertools.repeat(0.003), [0.002, 0.001]), fastest)
     assert list(fastest.values()) == [0.001]
-    script = Script(itertools.repeat(0.004), [])
+    script = Script(itertools.repeat(0.004), [0.0015])
     said = speed(script, fastest)
-    assert "(4.0x; one run, against the reference's fastest run" in said
-    assert script.student_calls == 1 + 1 and script.reference_calls == 0
+    assert "(4.0x; one interleaved run, against the reference's fastest run" in said
+    assert script.student_calls == 1 + 1 and script.reference_calls == 1
+    assert list(fastest.values()) == [0.001]
 
 
 def test_a_remembered_time_never_decides_a_failure(speed):
-    """Past max_ratio / decisive of the remembered time, the interleaved runs decide, the first run counting
-    as their first: a layer slowed by load on its first run alone passes, a slow one fails as before."""
+    """Past max_ratio / decisive of the fastest reference run, the interleaved runs decide, the first pair
+    counting as their first: a layer slowed by load on its first run alone passes, a slow one fails as before."""
     fastest = {("c", "speed", repr(({}, {})), 3): 0.001}
     script = Script(itertools.chain([0.03], itertools.repeat(0.002)), itertools.repeat(0.001))
     assert "(2.0x; the fastest of 2 interleaved runs each, 1 round)" in speed(script, fastest)
@@ -166,6 +167,17 @@ def test_a_remembered_time_never_decides_a_failure(speed):
     with pytest.raises(CheckFailed, match="200.0x; the fastest of 5 interleaved runs each, 1 round"):
         speed(script, fastest)
     assert script.student_calls == 1 + 5 and script.reference_calls == 5
+
+
+def test_a_time_remembered_under_load_is_replaced_by_the_next_quiet_run(speed):
+    """A remembered reference time that load made 50x longer cannot pass a layer 30x slower than the
+    reference: the pair's own reference run, unloaded, is the fastest now, and the layer fails as it would
+    have without any memory."""
+    fastest = {("c", "speed", repr(({}, {})), 3): 0.05}
+    script = Script(itertools.repeat(0.03), itertools.repeat(0.001))
+    with pytest.raises(CheckFailed, match=r"30\.0x; the fastest of \d+ interleaved runs each.*allowed 25x"):
+        speed(script, fastest)
+    assert list(fastest.values()) == [0.001]
 
 
 def test_the_remembered_time_is_the_fastest_ever_seen(speed):

@@ -191,9 +191,12 @@ def time_ratio(ctx: Context, check: CheckSpec, p: TimeParams) -> str:
     ``decisive`` rule for failing, turned round).
 
     Where the reference side remembers the reference's fastest run of this measurement (a batch slot that
-    graded it before, ``fastest``), one student run that is within ``max_ratio / decisive`` of it passes at
-    once: against a reference time no load made longer, the ratio is if anything larger than interleaved
-    runs would give. Any other first run goes on to the interleaved runs, as the first of them.
+    graded it before, ``fastest``), the first interleaved pair is also judged against the fastest of every
+    reference run of it so far, this pair's included: within ``max_ratio / decisive`` it passes at once.
+    For that to pass a layer too slow, load would have had to slow every reference run the slot ever made of
+    this measurement ``decisive`` times and not the student's run (the rule above, with more reference
+    runs). The reference is timed on every submission, so a time remembered under load is replaced by the
+    next quiet one. Any other first pair is the first of the usual interleaved runs.
     """
     size = p.case.draw(_rng(ctx, check, "size"))
     tokens = [0]
@@ -211,22 +214,27 @@ def time_ratio(ctx: Context, check: CheckSpec, p: TimeParams) -> str:
     timed_student("warm-up", 1)
     memory = getattr(getattr(ctx, "ref", None), "fastest", None)  # None: the reference side remembers no times
     key = (ctx.challenge.id, check.id, repr(size), p.repeat) if memory is not None else None
-    first: tuple[float, dict] | None = timed_student(("try", 1, 0), p.repeat)
-    known = memory.get(key) if memory is not None else None
+    seconds, call = timed_student(("try", 1, 0), p.repeat)
+    first: tuple[float, float] | None = (seconds, _seconds(_reference_single_threaded(ctx, call)))
     passes = f"for {p.repeat} passes over {tokens[0]} elements each (every pass on inputs of its own)"
-    if known is not None:
-        seconds, _, ratio = _ratio_of_minima([first[0]], [known])
+    if memory is not None and key in memory:
+        memory[key] = min(memory[key], first[1])  # the fastest reference run ever seen, this one included
+        seconds, known, ratio = _ratio_of_minima([first[0]], [memory[key]])
         if seconds <= p.floor_seconds or ratio <= p.max_ratio / p.decisive:
-            return (f"{seconds * 1e3:.2f} ms vs reference {known * 1e3:.2f} ms ({ratio:.1f}x; one run, against "
-                    f"the reference's fastest run of this measurement in this grading process) {passes}")
+            return (f"{seconds * 1e3:.2f} ms vs reference {known * 1e3:.2f} ms ({ratio:.1f}x; one interleaved run, "
+                    f"against the reference's fastest run of this measurement in this grading process) {passes}")
     student, reference = [], []
     for rounds in range(1, max(1, p.rounds) + 1):
         spent = 0.0
         for i in range(max(2, p.tries)):
-            seconds, call = first if first is not None else timed_student(("try", rounds, i), p.repeat)
-            first = None
+            if first is not None:
+                seconds, ref_seconds = first
+                first = None
+            else:
+                seconds, call = timed_student(("try", rounds, i), p.repeat)
+                ref_seconds = _seconds(_reference_single_threaded(ctx, call))
             student.append(seconds)
-            reference.append(_seconds(_reference_single_threaded(ctx, call)))
+            reference.append(ref_seconds)
             spent += student[-1]
             if i >= 1 and (spent > p.budget_seconds or _ratio_of_minima(student, reference)[2] <= p.max_ratio / p.decisive):
                 break  # far too slow to try again, or so far within the limit that no load could explain it

@@ -70,3 +70,48 @@ def test_a_shift_the_check_cannot_use_is_a_spec_error(tmp_path):
         path.write_text(text.replace(line, wrong))
         with pytest.raises(SpecError, match=said):
             load_challenge(path)
+
+
+# (challenge, check, the regime line that keeps every case at two positions or more)
+TWO_POSITIONS = [
+    ("attention", "causal", "    regimes: [[queries > 1]]"),
+    ("attention", "masked_keys_at_large_scores", "    regimes: [[keys > 1]]"),
+    ("multihead_self_attention", "causal", "    regimes: [[seq_len > 1]]"),
+    ("multihead_self_attention", "causal_at_large_scores", "    regimes: [[seq_len > 1]]"),
+    ("transformer_block", "causal", "    regimes: [[seq_len > 1]]"),
+    ("transformer_block", "causal_at_large_scores", "    regimes: [[seq_len > 1]]"),
+]
+
+
+@pytest.mark.parametrize("challenge,check,regime", TWO_POSITIONS, ids=[f"{c}-{k}" for c, k, _ in TWO_POSITIONS])
+def test_a_position_check_that_may_draw_a_lone_position_is_a_spec_error(challenge, check, regime, tmp_path):
+    """A lone position has nothing after it to change (nothing to mask): the few cases of a batch run could all be
+    such, and the check pass having looked at nothing (`--seed 24` passed masked_fill(~mask, -1e4) that way)."""
+    text = (ROOT / "challenges" / f"{challenge}.yaml").read_text()
+    block = text[text.index(f"  - id: {check}\n"):]
+    block = block[:block.index("\n  - id: ", 1)]
+    line = next(x for x in block.splitlines() if x.startswith(regime))
+    for spec in (ROOT / "challenges").glob("*.yaml"):  # a composite's parts lie beside it
+        (tmp_path / spec.name).write_text(spec.read_text())
+    path = tmp_path / f"{challenge}.yaml"
+    path.write_text(text.replace(block, block.replace(line + "\n", "")))
+    with pytest.raises(SpecError, match=r"checks\[\d+\]\.regimes: a case with one position .* could pass having "
+                                        r"checked nothing"):
+        load_challenge(path)
+
+
+@pytest.mark.parametrize("seed", [3, 5, 7, 24])
+def test_the_position_checks_look_at_something_on_seeds_that_once_drew_only_lone_positions(seed):
+    """With two cases a property, seeds 3, 5, 7 and 24 drew only one position (or one key) for one of these
+    checks: each passed the reference saying "0 generated inputs"."""
+    from collections import defaultdict
+
+    wanted = defaultdict(list)
+    for challenge, check, _ in TWO_POSITIONS:
+        wanted[challenge].append(check)
+    for challenge, checks in wanted.items():
+        report = grade(paths.reference_dir() / "layers.py", challenges=[challenge], checks=checks, seed=seed,
+                       profile="batch", reference_mode="live")
+        for result in (c for c in report.challenges[0].checks if c.kind != "question"):
+            assert result.status == "passed", (challenge, result.id, result.message)
+            assert not result.message.startswith("0 "), (challenge, result.id, seed, result.message)

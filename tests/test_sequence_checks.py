@@ -87,7 +87,14 @@ def test_causal_sequence_must_name_a_float_or_id_argument(tmp_path):
     missing = "      - {id: c, kind: values, test: causal, sequence: {V: -2}, points: 1}"
     with pytest.raises(SpecError, match="not an argument"):
         load(tmp_path, missing)
-    load(tmp_path, "      - {id: c, kind: values, test: causal, sequence: {Q: -2, K: -2}, points: 1}")
+    load(tmp_path, "      - {id: c, kind: values, test: causal, sequence: {Q: -2, K: -2}, regimes: [[q > 1]], points: 1}")
+    # a lone position has nothing after it to change: a check that may draw only such cases is refused
+    with pytest.raises(SpecError, match=r"regimes: a case with one position along Q's axis -2 \(q\)"):
+        load(tmp_path, "      - {id: c, kind: values, test: causal, sequence: {Q: -2, K: -2}, points: 1}")
+    with pytest.raises(SpecError, match="could pass having checked nothing"):  # one regime of two pins it
+        load(tmp_path, "      - {id: c, kind: values, test: causal, sequence: {Q: -2}, regimes: [[q > k], [q < k]], points: 1}")
+    load(tmp_path, "      - {id: c, kind: values, test: causal, sequence: {Q: -2}, regimes: [[q > k], [q >= 2]], points: 1}")
+    load(tmp_path, "      - {id: c, kind: values, test: causal, sequence: {Q: -2}, dims: {q: 3}, points: 1}")
 
 
 def test_a_call_sequence_varies_only_dims_of_the_inputs(tmp_path):
@@ -275,7 +282,7 @@ def test_causal_and_relation_cases_honour_input_dtype_and_regimes(tmp_path):
     from validator.profiles import get_settings
 
     challenge = load(tmp_path, "      - {id: c, kind: values, test: causal, sequence: {Q: -2}, input_dtype: bfloat16,\n"
-                               "         regimes: [[q > k], [q < k]], points: 1}")
+                               "         regimes: [[q > k], [q < k, q > 1]], points: 1}")
     check = next(c for c in challenge.checks if c.id == "c")
     ctx = SimpleNamespace(challenge=challenge, settings=get_settings("quick"), check_seed=lambda _: 7)
     seen = []

@@ -36,6 +36,50 @@ class OverrideParams(Params):
         return problems
 
 
+def lone_position_problems(challenge, params, name: str, axis: int,
+                           why: str = "has nothing after it to change") -> list:
+    """A check of what later (or masked) positions may not change: a case with one position along ``name``'s
+    ``axis`` has nothing after it to change (or nothing to mask: every query sees a key) and checks nothing.
+    That axis must be 2 or more in every case (its range, a ``dims`` override, or a regime saying so), or the
+    few cases a batch run draws may all be lone positions and the check pass having looked at nothing."""
+    from validator.cases import parse_relation
+
+    spec = challenge.inputs.get(name)
+    shape = (params.inputs.get(name) or {}).get("shape") or (spec.shape if spec is not None else None)
+    if not shape or not -len(shape) <= axis < len(shape) or not isinstance(shape[axis], str) or shape[axis] == "...":
+        return []
+    dim = shape[axis]
+
+    def low(name: str) -> int:
+        """The least value ``name`` takes in a case: an override, else its range (drawn dims are 1 or more)."""
+        if name.isdigit():
+            return int(name)
+        if name in params.dims:
+            return int(params.dims[name])
+        rng = challenge.dims.get(name)
+        if rng is None:
+            return 2  # not a dim: CaseParams reports it
+        if isinstance(rng, int):
+            return rng
+        return max(rng[0], 1) if rng[1] >= 1 else rng[0]
+
+    if low(dim) >= 2:
+        return []
+
+    def pins(relation: str) -> bool:
+        try:
+            left, op, right = parse_relation(relation, set(challenge.dims))
+        except ValueError:
+            return False  # CaseParams reports it
+        return left == dim and ((op == ">" and low(right) >= 1) or (op == ">=" and low(right) >= 2))
+
+    if params.regimes and all(any(pins(r) for r in regime) for regime in params.regimes):
+        return []
+    return [(("regimes",), f"a case with one position along {name}'s axis {axis} ({dim}) {why}, so this check "
+                           f"could pass having checked nothing: add `regimes: [[{dim} > 1]]` (or pin "
+                           f"`dims: {{{dim}: N}}` with N >= 2)")]
+
+
 def probe_dims(ctx: Context) -> dict[str, int]:
     """Small dims with pairwise different values, so parameter shapes identify parameters."""
     used: set[int] = set()

@@ -27,7 +27,7 @@ from validator.cases import Case
 from validator.checks import register
 from validator.checks.behaviour import CaseParams, case_call, case_weights, for_cases, strategy
 from validator.checks.calls import Unobserved
-from validator.checks.common import CheckFailed, entry_of
+from validator.checks.common import CheckFailed, entry_of, lone_position_problems
 from validator.compare import tolerance_for
 from validator.context import Context
 from validator.spec.schema import CheckSpec, Strict, ToleranceSpec, resolve
@@ -98,6 +98,12 @@ class MaskedParams(CaseParams):
         if not self.magnitudes and not self.state_scale:
             problems.append(((), "give `magnitudes` or `state_scale`: without either the scaled run repeats the "
                                  "ordinary one, and the check could never fail"))
+        if self.mask is not None and self.mask in challenge.inputs:
+            problems.extend(lone_position_problems(challenge, self, self.mask, -1,
+                                                   "has nothing to mask (every query sees a key)"))
+        elif self.mask is None and self.keys:  # causal by position
+            first = next(iter(self.keys))
+            problems.extend(lone_position_problems(challenge, self, first, self.keys[first]))
         return problems
 
 

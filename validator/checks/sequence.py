@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from validator.cases import Case
 from validator.checks import register
 from validator.checks.behaviour import CaseParams, case_call, case_weights, for_cases, strategy
-from validator.checks.common import CheckFailed, entry_of, raise_if_failed
+from validator.checks.common import CheckFailed, entry_of, lone_position_problems, raise_if_failed
 from validator.compare import mismatch, tolerance_for
 from validator.context import Context
 from validator.spec.schema import CheckSpec, ToleranceSpec
@@ -65,6 +65,9 @@ class CausalParams(CaseParams):
                                  f"({', '.join(entry.call)})"))
             elif challenge.inputs[name].type not in ("float", "token_ids"):
                 problems.append((("sequence", name), "only float and token_ids inputs can be changed after the cut"))
+        if self.sequence:
+            first = next(iter(self.sequence))
+            problems.extend(lone_position_problems(challenge, self, first, self.sequence[first]))
         return problems
 
 

@@ -18,15 +18,20 @@ _COMMON = dict(deadline=None, database=None, print_blob=False, derandomize=False
 
 PROFILES = {
     # A student's run: 6 examples a property, as `quick`. The project's tests prove every realistic bug of
-    # the mutant library caught with 6 on several seeds, and `validator strength` every one-point and
-    # bug-class mutant of the reference with `batch` (3); more examples here only cost the student's time
-    # (10 took the cold catalogue 40% longer). `--profile ci` runs 100.
+    # the mutant library caught with 6 on several seeds, and with `batch` (2) on the official seed; `validator
+    # strength` finds every one-point and bug-class mutant of the reference with `batch` on seeds 11, 23 and 47.
+    # More examples here only cost the student's time (10 took the cold catalogue 40% longer). `--profile ci`
+    # runs 100.
     "default": Settings(max_examples=6, **_COMMON),
     "ci": Settings(max_examples=100, **_COMMON),
     "quick": Settings(max_examples=6, **_COMMON),
     # `validator grade`: hundreds of submissions. Derandomized and seeded, so a regrade gives the same report;
     # no shrinking, so a failure shows the first failing input found (submit-build shrinks it locally).
-    "batch": Settings(**{**_COMMON, "max_examples": 3, "derandomize": True,
+    # Two cases a property: the first is hypothesis's smallest, the second a drawn one; a check whose bug shows
+    # only above some size pins it (`regimes`, `dims`), which the spec loader demands of the position checks.
+    # Three took a submission's grading about 23% longer (benchmarks/where_time_goes.py), and with two every
+    # non-equivalent mutant is caught on seeds 11, 23 and 47 (`validator strength`; docs/batch.md, Scale).
+    "batch": Settings(**{**_COMMON, "max_examples": 2, "derandomize": True,
                          "phases": [Phase.explicit, Phase.reuse, Phase.generate]}),
 }
 

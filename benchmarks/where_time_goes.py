@@ -1,6 +1,7 @@
 """Where one submission's grading time goes, in a warm batch slot: the profile behind docs/batch.md's Scale table.
 
-Run: python benchmarks/where_time_goes.py [--repeat 3] [--challenges ID ...] [--submission DIR] [--no-isolate]
+Run: python benchmarks/where_time_goes.py [--repeat 3] [--challenges ID ...] [--submission DIR | --class N]
+[--no-isolate]
 
 Grades the submission (by default the reference, copied in as a student's layers.py) once to warm a slot as
 `validator grade` runs one (the case replays, the reference's remembered results, the drawn test tensors),
@@ -10,6 +11,11 @@ calls and how many were traced (under the op recorder and torch's profiler); the
 (its test), how many ran, their wall time and share, the grader's CPU in them and their calls of the
 student's code. Figures are means over the repeats. The machine's load changes the wall times, much less
 the CPU seconds: compare those across runs.
+
+``--class N`` grades N different submissions of a generated class instead (benchmarks/bench_batch.py's
+``--mix class``: correct solutions composed from the library's variants, seeded bugs, renamed copies),
+after one warm-up: what a class costs, where the same submission graded again finds every per-file result
+(its source scans, its replays) already known.
 """
 
 from __future__ import annotations
@@ -37,8 +43,11 @@ def _worker_cpu(pid: int) -> tuple[float, float] | None:
         return None
 
 
-def measure(submission: Path, *, repeat: int, challenges: list[str] | None, isolate: bool) -> dict:
-    """Grade ``submission`` 1 + ``repeat`` times in one slot; return the means of the last ``repeat``."""
+def measure(submission: Path | list[Path], *, repeat: int, challenges: list[str] | None, isolate: bool) -> dict:
+    """Grade ``submission`` 1 + ``repeat`` times in one slot (or each of a list of submissions once, the first
+    as the warm-up); return the means of the measured ones."""
+    submissions = submission if isinstance(submission, list) else [submission] * (1 + repeat)
+    repeat = len(submissions) - 1
     from validator import grading, paths, sandbox
     from validator.batch.grade import slot_config
     from validator.batch.slot import Slot
@@ -88,7 +97,7 @@ def measure(submission: Path, *, repeat: int, challenges: list[str] | None, isol
                 by_test.clear()
             state["worker"] = []
             wall, cpu = time.perf_counter(), time.process_time()
-            report = slot.grade(f"run{n}", str(submission))
+            report = slot.grade(f"run{n}", str(submissions[n]))
             if n == 0:
                 continue
             totals["wall"] += time.perf_counter() - wall
@@ -117,8 +126,10 @@ def render(m: dict) -> str:
     worker = (f"{m['worker_user'] + m['worker_sys']:.2f} s ({m['worker_user']:.2f} user, {m['worker_sys']:.2f} system)"
               if m["worker_seen"] else "n/a (its /proc entry is not readable here)")
     count = f"{m['challenges']} challenge{'s' if m['challenges'] != 1 else ''}"
-    lines = [f"one submission, {count}, score {m['score'][0]:g}/{m['score'][1]:g}, in a warm slot "
-             "(means of the repeats):",
+    what = (f"{m['distinct']} different submissions of a generated class, {count}, in a warm slot (means):"
+            if m.get("distinct") else f"one submission, {count}, score {m['score'][0]:g}/{m['score'][1]:g}, in a "
+            "warm slot (means of the repeats):")
+    lines = [what,
              f"  wall {m['wall']:.2f} s; grader CPU {m['grader']:.2f} s; worker CPU {worker}",
              f"  {calls:.0f} calls of the student's code, {traced:.0f} of them traced",
              "", f"{'test':28s} {'checks':>6s} {'wall s':>7s} {'share':>6s} {'grader s':>8s} {'calls':>6s} {'traced':>6s}"]
@@ -132,12 +143,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="measured gradings after the warm-up one")
     parser.add_argument("--challenges", nargs="*", help="only these challenge ids (default: the catalogue)")
     parser.add_argument("--submission", type=Path, help="a submission folder (default: the reference as one)")
+    parser.add_argument("--class", dest="distinct", type=int, metavar="N",
+                        help="grade N different submissions of a generated class (after one warm-up) instead")
     parser.add_argument("--no-isolate", action="store_true", help="no sandbox (uid, namespaces) for the worker")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if args.distinct is not None and (args.distinct < 1 or args.submission is not None):
+        parser.error("--class takes a count of 1 or more, and no --submission")
     with tempfile.TemporaryDirectory(prefix="where-time-goes-") as scratch:
         submission = args.submission
+        if args.distinct:
+            sys.path.insert(0, str(ROOT / "benchmarks"))
+            from bench_batch import generate_class
+
+            folder = Path(scratch) / "class"
+            # mostly correct, as a class is (bench_batch's 1,000: 6.5% seeded bugs): one challenge's bugs once each
+            bugs = ["rms_norm"] if args.distinct >= 150 else []
+            kinds = generate_class(folder, args.distinct + 1, challenges=bugs,
+                                   copies=max(1, (args.distinct + 1) // 20), max_per_bug=1)
+            m = measure(sorted(folder / name for name in kinds), repeat=args.distinct, challenges=args.challenges,
+                        isolate=not args.no_isolate)
+            m["distinct"] = args.distinct
+            print(render(m))
+            return 0
         if submission is None:
             submission = Path(scratch) / "reference-as-student"
             submission.mkdir()

@@ -34,3 +34,13 @@ def test_where_time_goes_counts_every_check_and_call_of_a_graded_submission(tmp_
     assert 0 < m["score"][0] <= m["score"][1]
     text = bench.render(m)
     assert "1 challenge," in text and f"{calls:.0f} calls" in text
+
+
+def test_where_time_goes_grades_different_submissions_of_a_class(tmp_path, capsys):
+    """`--class N`: N different submissions after a warm-up, as a class costs (the same file graded again finds
+    its source scans already done)."""
+    bench = _load("where_time_goes")
+    assert bench.main(["--class", "2", "--challenges", "softmax", "--no-isolate"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("2 different submissions of a generated class, 1 challenge, in a warm slot")
+    assert "forbidden_source" in text

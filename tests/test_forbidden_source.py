@@ -332,3 +332,16 @@ def test_a_tensor_method_in_code_the_entry_never_runs_stays_advice(tmp_path):
     found = scan_submission(tmp_path / "layers.py", SOFTMAX_NAMES, entries=["softmax"])
     assert found and all(f.advice_only for f in found), [f.describe() for f in found]
     assert any(f.what == "torch.Tensor.softmax" and "never runs" in f.describe() for f in found)
+
+
+def test_a_remembered_reach_is_the_reach_of_that_text():
+    """reachable_lines is remembered per (sources, roots): two files with the same names and roots but other text
+    get their own answers, and an answer cannot be changed by its reader."""
+    uses = "import torch\n\ndef helper(x):\n    return torch.softmax(x, -1)\n\ndef layer(x):\n    return helper(x)\n"
+    unused = "import torch\n\ndef helper(x):\n    return torch.softmax(x, -1)\n\ndef layer(x):\n    return x\n"
+    first = reachable_lines([Source("layers", "layers.py", uses)], [("layers", "layer")])
+    second = reachable_lines([Source("layers", "layers.py", unused)], [("layers", "layer")])
+    assert 4 in first["layers.py"] and 4 not in second["layers.py"]
+    assert reachable_lines([Source("layers", "layers.py", uses)], [("layers", "layer")]) == first
+    with pytest.raises(AttributeError):
+        first["layers.py"].add(99)  # frozen: a caller cannot change what the next one is told

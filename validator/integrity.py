@@ -1245,8 +1245,13 @@ def _own_names(names, policy: Allowlist, banned: tuple[str, ...]) -> frozenset[s
 def _defined_attrs(texts: dict[str, str]) -> frozenset[str]:
     """Attributes the submission's own classes define, in any of its files (``self.embedding = ...``, a method
     ``softmax``): ``model.embedding`` in an adapter is the student's, not a library's, name."""
+    return _attrs_of(tuple(texts.items()))
+
+
+@functools.lru_cache(maxsize=32)  # every source check of every challenge asks it of the same files
+def _attrs_of(texts: tuple[tuple[str, str], ...]) -> frozenset[str]:
     out: set[str] = set()
-    for file, text in texts.items():
+    for file, text in texts:
         try:
             out |= _collect(file, text).defined_attrs
         except SyntaxError:

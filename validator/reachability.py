@@ -43,6 +43,7 @@ class _Module:
     followed: list[ast.AST] = field(default_factory=list)  # bare decorators: what they name runs at import
     imported: list[str] = field(default_factory=list)    # modules its top-level imports name
     import_lines: set[int] = field(default_factory=set)
+    actions: dict[int, list] = field(default_factory=dict)  # id(node) -> what it names (_ref_actions)
 
 
 @functools.lru_cache(maxsize=None)
@@ -175,6 +176,45 @@ def _index(source: Source) -> _Module:
     return mod
 
 
+def _ref_actions(mod: _Module, node: ast.AST) -> list[tuple[str, object]]:
+    """What a reachable node names, in order: dotted names to follow (``chain``), attribute names, local imports,
+    and whether it looks names up at run time. The same for every challenge's roots, so it is walked once per
+    node (the module is remembered per source, :func:`_index`) and replayed."""
+    known = mod.actions.get(id(node))
+    if known is not None:
+        return known
+    out: list[tuple[str, object]] = []
+    inner = {id(n.value) for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+    for n in ast.walk(node):
+        if isinstance(n, (ast.Import, ast.ImportFrom)):
+            out.append(("import", n))
+        if isinstance(n, ast.Attribute):
+            out.append(("attr", n.attr))
+            if n.attr == "__dict__":
+                out.append(("everything", None))
+        if isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in inner:
+            dotted = dotted_name(n)
+            if dotted and not (isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)):
+                out.append(("chain", dotted.split(".")))
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+            if n.func.id in _DYNAMIC_SCOPE and not (n.func.id == "vars" and n.args):
+                out.append(("everything", None))
+            elif n.func.id in ("getattr", "setattr", "hasattr", "delattr") and len(n.args) > 1:
+                name = n.args[1]
+                if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                    out.append(("attr", name.value))
+                    target = dotted_name(n.args[0])
+                    if target:
+                        out.append(("chain", target.split(".") + [name.value]))
+                else:
+                    out.append(("any_method", None))
+                    target = dotted_name(n.args[0])
+                    if target and target.split(".")[0] in mod.imports:
+                        out.append(("chain", target.split(".")))
+    mod.actions[id(node)] = out
+    return out
+
+
 class _Reach:
     def __init__(self, sources: list[Source]):
         self.modules = {s.module: _index(s) for s in sources}
@@ -286,33 +326,17 @@ class _Reach:
         self.refs(mod, node)
 
     def refs(self, mod: _Module, node: ast.AST) -> None:
-        inner = {id(n.value) for n in ast.walk(node) if isinstance(n, ast.Attribute)}
-        for n in ast.walk(node):
-            if isinstance(n, (ast.Import, ast.ImportFrom)):
-                self.local_import(mod, n)
-            if isinstance(n, ast.Attribute):
-                self.attrs.add(n.attr)
-                if n.attr == "__dict__":
-                    self.everything = True
-            if isinstance(n, (ast.Name, ast.Attribute)) and id(n) not in inner:
-                dotted = dotted_name(n)
-                if dotted and not (isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)):
-                    self.chain(mod, dotted.split("."))
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
-                if n.func.id in _DYNAMIC_SCOPE and not (n.func.id == "vars" and n.args):
-                    self.everything = True
-                elif n.func.id in ("getattr", "setattr", "hasattr", "delattr") and len(n.args) > 1:
-                    name = n.args[1]
-                    if isinstance(name, ast.Constant) and isinstance(name.value, str):
-                        self.attrs.add(name.value)
-                        target = dotted_name(n.args[0])
-                        if target:
-                            self.chain(mod, target.split(".") + [name.value])
-                    else:
-                        self.any_method = True
-                        target = dotted_name(n.args[0])
-                        if target and target.split(".")[0] in mod.imports:
-                            self.chain(mod, target.split("."))
+        for action, arg in _ref_actions(mod, node):
+            if action == "chain":
+                self.chain(mod, arg)
+            elif action == "attr":
+                self.attrs.add(arg)
+            elif action == "import":
+                self.local_import(mod, arg)
+            elif action == "everything":
+                self.everything = True
+            else:  # "any_method"
+                self.any_method = True
 
     def defines(self, mod: _Module, name: str, depth: int = 0) -> bool:
         if name in mod.defs or name in mod.imports:
@@ -382,10 +406,19 @@ def dotted_name(node: ast.AST) -> str | None:
     return None
 
 
-def reachable_lines(sources: list[Source], roots: list[tuple[str, str]]) -> dict[str, set[int]] | None:
+def reachable_lines(sources: list[Source], roots: list[tuple[str, str]]) -> dict[str, frozenset[int]] | None:
     """File -> the lines the ``roots`` (``(module, name)`` pairs) may run; None where that cannot be told
-    from the source (an entry it does not define, names looked up at run time): judge every line then."""
+    from the source (an entry it does not define, names looked up at run time): judge every line then.
+
+    Remembered for the last few (sources, roots): a challenge's source checks (its forbidden names, its unused
+    imports, the integrity scan) ask the same question of the same files."""
+    return _reachable(tuple(sources), tuple((str(m), str(n)) for m, n in roots))
+
+
+@functools.lru_cache(maxsize=32)
+def _reachable(sources: tuple[Source, ...], roots: tuple[tuple[str, str], ...]) -> dict[str, frozenset[int]] | None:
     try:
-        return _Reach(sources).run(roots)
+        lines = _Reach(list(sources)).run(list(roots))
     except (SyntaxError, RecursionError, ValueError):
         return None
+    return None if lines is None else {file: frozenset(found) for file, found in lines.items()}

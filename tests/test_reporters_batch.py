@@ -248,3 +248,22 @@ def test_reports_are_written_whole_or_not_at_all(tmp_path, monkeypatch):
     assert sorted(p.name for p in target.parent.iterdir()) == ["grades.csv"]
     write_atomic(target, b"bytes\n")
     assert target.read_bytes() == b"bytes\n"
+
+
+def test_sanitizing_skips_plain_text_and_numbers_and_still_shows_every_attack():
+    """The fast paths (text with nothing to show, lists of numbers) change nothing a reader sees: each piece of
+    the injection is still shown, plain text and numbers come back equal, and containers keep their types."""
+    from validator.reporters.sanitize import safe, visible
+
+    plain = "mean 0.00292 (expected 0 ± 0.0171): a:b, x[0], ## heading, #[x]"
+    assert visible(plain) == plain and visible(plain, newlines=False) == plain
+    for piece in INJECTION.split(" "):
+        assert not acting(visible(piece)), piece
+    assert visible("a\n::error::x") == "a\n: :error::x" and visible("x ##[error]y") == "x # #[error]y"
+    assert visible("line\r\nnext") == "line\nnext" and visible("a\tb", newlines=False) == "a\\tb"
+    data = {"counts": [1, 2, 3], "edges": (0.5, 1.5), "pair": (1, "x\x1b"), "flags": [True, None],
+            "mixed": [1, "::error::y"]}
+    out = safe(data)
+    assert out["counts"] == [1, 2, 3] and out["counts"] is not data["counts"] and out["edges"] == (0.5, 1.5)
+    assert out["flags"] == [True, None] and out["mixed"] == [1, ": :error::y"]
+    assert type(out["pair"]) is tuple and out["pair"] == (1, "x\\x1b")

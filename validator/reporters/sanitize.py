@@ -31,6 +31,8 @@ _UNSAFE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u
                           "\ud800-\udfff]")
 _COMMAND = re.compile(r"^(\s*):(?=:)", re.M)  # GitHub reads a line as a command after its leading spaces
 _COMMAND_V1 = re.compile(r"#(?=#\[)")  # ...and the old form `##[name]data` anywhere in a line
+# anything the substitutions below would change (the line form's set holds the other's, and a CR)
+_ANY = re.compile(_UNSAFE_LINE.pattern + r"|::|##\[")
 
 
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -49,6 +51,8 @@ def visible(text: Any, *, newlines: bool = True) -> str:
     A CR that ends a line (CRLF) is dropped rather than shown.
     """
     text = str(text)
+    if not _ANY.search(text):
+        return text  # the grader's own text, and most of a student's: nothing to show or split
     if newlines:
         text = _UNSAFE.sub(_escape, text.replace("\r\n", "\n"))
     else:
@@ -63,10 +67,17 @@ def one_line(text: Any, limit: int | None = None) -> str:
     return out if limit is None or len(out) <= limit else out[:limit - 1] + "…"
 
 
+_PLAIN = (int, float, bool, type(None))  # nothing to show: numbers (a figure's hundreds of them), flags
+
+
 def _clean(value: Any) -> Any:
     if isinstance(value, str):
         return visible(value)
+    if isinstance(value, _PLAIN):
+        return value
     if isinstance(value, (list, tuple)):
+        if type(value) in (list, tuple) and all(type(v) in _PLAIN for v in value):
+            return value if type(value) is tuple else list(value)
         return type(value)(_clean(v) for v in value)
     if isinstance(value, dict):
         return {_clean(k): _clean(v) for k, v in value.items()}

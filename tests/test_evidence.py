@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from validator import paths
 from validator.checks import evidence
 from validator.checks.constraint import ReviewFailure
 from validator.context import Context
@@ -98,3 +99,48 @@ def test_a_layer_known_wrong_is_judged_as_it_is(ctx):
     context.wrong_values = ["weight_gradient"]
     assert evidence.measured(context, CHECK, CALL, "counting ops")["ok"]
     assert [e for _, e in layer.calls] == [True]
+
+
+def _traced_calls(monkeypatch) -> list:
+    from validator.worker import client
+
+    seen: list = []
+    original = client.Worker.request
+
+    def request(self, message, *args, **kwargs):
+        calls = message.get("calls") or ([message["call"]] if message.get("call") else [])
+        seen.extend(c for c in calls if c.get("trace_ops"))
+        return original(self, message, *args, **kwargs)
+
+    monkeypatch.setattr(client.Worker, "request", request)
+    return seen
+
+
+def test_a_composites_parts_check_judges_the_traced_runs_of_its_own_runtime_check(monkeypatch):
+    """The parts check draws the cases the runtime check draws, so each traced run is made once and judged against
+    both lists; graded alone it traces runs of its own; and a library part is still caught (built_from_nn_linear
+    runs aten.linear, which only the parts' list bans)."""
+    from validator.api import grade
+
+    reference = paths.reference_dir() / "layers.py"
+    checks = {"no_library_silu_runtime", "no_library_linear_runtime"}
+    traced = _traced_calls(monkeypatch)
+    report = grade(reference, challenges=["swiglu"], checks=sorted(checks), seed=11, profile="batch",
+                   reference_mode="live")
+    results = {c.id: c for c in report.challenges[0].checks if c.id in checks}
+    assert all(r.status == "passed" for r in results.values()), results
+    runs = int(results["no_library_silu_runtime"].message.split()[1])
+    assert runs >= 1 and len(traced) == runs  # the parts check added no traced run
+    assert results["no_library_linear_runtime"].message.startswith(f"traced {runs} forward/backward passes")
+
+    traced.clear()
+    alone = grade(reference, challenges=["swiglu"], checks=["no_library_linear_runtime"], seed=11,
+                  profile="batch", reference_mode="live")
+    (result,) = [c for c in alone.challenges[0].checks if c.id == "no_library_linear_runtime"]
+    assert result.status == "passed" and len(traced) == runs  # the same cases, traced for it alone
+
+    broken = paths.PROJECT_ROOT / "tests" / "implementations" / "swiglu" / "broken" / "built_from_nn_linear.py"
+    report = grade(broken, challenges=["swiglu"], checks=sorted(checks), seed=11, profile="batch",
+                   reference_mode="live")
+    results = {c.id: c.status for c in report.challenges[0].checks if c.id in checks}
+    assert results == {"no_library_silu_runtime": "passed", "no_library_linear_runtime": "failed"}, results

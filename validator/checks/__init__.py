@@ -131,7 +131,7 @@ class _Stop(Exception):
 
 
 def for_all(ctx: Context, check: CheckSpec, strategy, body: Callable[[Any], None],
-            max_examples: int | None = None, variant: Any = None) -> int:
+            max_examples: int | None = None, variant: Any = None, cases_of: str | None = None) -> int:
     """Run ``body(case)`` over generated cases; raise with the minimal failing case.
 
     A hang or crash stops generation at once: every later example (including
@@ -143,12 +143,15 @@ def for_all(ctx: Context, check: CheckSpec, strategy, body: Callable[[Any], None
     layer graded in this process (a batch slot, a test session). A replayed case that does not simply
     pass raises :class:`ReplayMissed`, and :func:`run_check_fn` runs the whole check again without
     replays, so hypothesis finds and shrinks the failure as it always does, with the check's own
-    bookkeeping fresh. ``variant`` tells apart the strategies one check uses (its regimes).
+    bookkeeping fresh. ``variant`` tells apart the strategies one check uses (its regimes). ``cases_of`` names
+    another check of the challenge whose seed to draw with: given the same strategy, the same cases (a check that
+    judges the runs another check makes, see validator.checks.composite).
     """
     settings = ctx.settings
     if max_examples is not None:
         settings = Settings(settings, max_examples=min(max_examples, settings.max_examples))
-    key = _replay_key(ctx, check, settings, variant)
+    seed = ctx.check_seed(cases_of or check.id)
+    key = _replay_key(ctx, check, settings, variant, seed)
     cached = _REPLAY.get(key) if key is not None else None
     if cached:
         _replay(cached, body)
@@ -172,7 +175,7 @@ def for_all(ctx: Context, check: CheckSpec, strategy, body: Callable[[Any], None
         if state["stop"] is not None:
             raise _Stop()  # one raise site, so hypothesis sees one consistent failure
 
-    wrapped = hyp_seed(ctx.check_seed(check.id))(settings(given(strategy)(prop)))
+    wrapped = hyp_seed(seed)(settings(given(strategy)(prop)))
     try:
         with with_reporter(lambda *_: None):
             wrapped()
@@ -224,7 +227,7 @@ def run_check_fn(fn: Callable[..., Any], ctx: Context, check: CheckSpec, params:
         _NO_REPLAY[0] -= 1
 
 
-def _replay_key(ctx: Context, check: CheckSpec, settings, variant) -> tuple | None:
+def _replay_key(ctx: Context, check: CheckSpec, settings, variant, seed: int) -> tuple | None:
     """What a check's cases depend on: the graded spec (prose and points aside), the check, its seed and
     settings, and the default dtype; plain strings and numbers, so that a key read from a recorded-cases
     file (validator.case_store) is the same key."""
@@ -246,7 +249,7 @@ def _replay_key(ctx: Context, check: CheckSpec, settings, variant) -> tuple | No
         if len(_SPEC_DIGESTS) > 256:
             _SPEC_DIGESTS.clear()
         _SPEC_DIGESTS[id(challenge)] = known
-    return (known[1], check.id, repr(variant), ctx.check_seed(check.id), settings.max_examples,
+    return (known[1], check.id, repr(variant), seed, settings.max_examples,
             tuple(phase.name for phase in settings.phases), settings.derandomize, str(torch.get_default_dtype()))
 
 

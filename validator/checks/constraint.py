@@ -144,7 +144,15 @@ class RuntimeParams(Params):
 
 @register("forbidden_runtime", RuntimeParams, uses_reference=False)
 def forbidden_runtime(ctx: Context, check: CheckSpec, p: RuntimeParams) -> str:
-    banned = set(p.ops if p.ops is not None else ctx.challenge.forbidden.runtime)
+    banned = p.ops if p.ops is not None else ctx.challenge.forbidden.runtime
+    runs = traced_without(ctx, check, banned, inputs=p.inputs, max_examples=p.max_examples, advice=p.advice)
+    return f"traced {runs} forward/backward passes: no forbidden op"
+
+
+def traced_without(ctx: Context, check: CheckSpec, banned: list[str], *, inputs: dict, max_examples: int,
+                   advice: str, cases_of: str | None = None) -> int:
+    """Trace the entry's forward/backward on generated cases; fail where a ``banned`` op ran. ``cases_of``: draw
+    the cases that check of the challenge draws (the same traced runs, judged against other bans)."""
     name, entry = entry_of(ctx, check)
 
     from validator.checks.evidence import measured
@@ -157,8 +165,8 @@ def forbidden_runtime(ctx: Context, check: CheckSpec, p: RuntimeParams) -> str:
         grad = random_like(ref, case.seed + 1)
         # the traced run is a graded run: its values must be the reference's (validator.checks.evidence)
         got = measured(ctx, check, dict(probe, grad_output=grad, trace_ops=True), "tracing your forward/backward")
-        used = forbidden_in({**got.get("profiled_ops", {}), **got.get("ops", {})}, sorted(banned))
+        used = forbidden_in({**got.get("profiled_ops", {}), **got.get("ops", {})}, sorted(set(banned)))
         if used:
-            raise CheckFailed(f"your forward/backward ran {', '.join(used)}: {p.advice}")
-    runs = for_all(ctx, check, case_strategy(ctx.challenge, entry, p.inputs), body, p.max_examples)
-    return f"traced {runs} forward/backward passes: no forbidden op"
+            raise CheckFailed(f"your forward/backward ran {', '.join(used)}: {advice}")
+    return for_all(ctx, check, case_strategy(ctx.challenge, entry, inputs), body, max_examples,
+                   variant="traced" if cases_of else None, cases_of=cases_of)

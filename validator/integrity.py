@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from validator.intake import MAX_SOURCE_BYTES as MAX_FILE_BYTES  # one cap for every reader of a submission
-from validator.reachability import Source, dotted_name, reachable_lines
+from validator.reachability import Source, dotted_name, parsed, reachable_lines
 
 MAX_FILES = 20     # files reached by following the imports of layers.py
 MAX_HELPERS = 20   # other Python files beside layers.py: as many as the intake copies into the worker
@@ -524,7 +524,7 @@ class _Facts:
 
 def _parse(source: str, file: str) -> ast.Module:
     try:
-        return ast.parse(source, filename=file)
+        return parsed(source, file)
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, nesting too deep
         raise SyntaxError(str(exc) or type(exc).__name__) from None
 

@@ -88,9 +88,17 @@ def _absolute(source: Source, level: int, module: str | None) -> str:
 
 
 @functools.lru_cache(maxsize=64)
+def parsed(text: str, file: str) -> ast.Module:
+    """``text`` parsed once for every reader of a submission's file (the integrity scan, this analysis): a large
+    file takes ~15 ms a parse. Readers must not change the tree (the integrity scan's note on a class is its own
+    and the same every time)."""
+    return ast.parse(text, filename=file)
+
+
+@functools.lru_cache(maxsize=64)
 def _index(source: Source) -> _Module:
     mod = _Module(source)
-    tree = ast.parse(source.text, filename=source.file)
+    tree = parsed(source.text, source.file)
 
     def bind(name: str, node: ast.AST) -> None:
         mod.defs.setdefault(name, []).append(node)

@@ -63,7 +63,7 @@ def test_broken_variant_costs_only_its_declared_checks_on_every_seed(challenge, 
 @pytest.mark.thorough
 @pytest.mark.parametrize("challenge,path", variants("correct"), ids=_ids)
 def test_correct_variant_gets_full_marks_as_officially_graded(challenge, path):
-    """In `validator grade`'s own run (the batch profile: 3 examples, no shrinking; its default seed), the run
+    """In `validator grade`'s own run (the batch profile: 2 examples, no shrinking; its default seed), the run
     that decides the grade, not only in the students' local runs."""
     (result,) = grade_file(path, challenge, seeds=[OFFICIAL_SEED], profile="batch")
     bad = [c for c in code_checks(result) if c.status not in ("passed", "advisory")]

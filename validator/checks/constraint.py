@@ -168,5 +168,4 @@ def traced_without(ctx: Context, check: CheckSpec, banned: list[str], *, inputs:
         used = forbidden_in({**got.get("profiled_ops", {}), **got.get("ops", {})}, sorted(set(banned)))
         if used:
             raise CheckFailed(f"your forward/backward ran {', '.join(used)}: {advice}")
-    return for_all(ctx, check, case_strategy(ctx.challenge, entry, inputs), body, max_examples,
-                   variant="traced" if cases_of else None, cases_of=cases_of)
+    return for_all(ctx, check, case_strategy(ctx.challenge, entry, inputs), body, max_examples, cases_of=cases_of)

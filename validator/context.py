@@ -115,7 +115,7 @@ class Context:
     # The value and gradient checks of this challenge that failed so far (grade_challenge keeps it): a layer known
     # to compute wrong values, whose wrong measured run is that bug, not a sign of behaving differently when measured.
     wrong_values: list[str] = field(default_factory=list)
-    # Measured runs (validator.checks.evidence.measured) whose values were shown to be the layer's, by call key:
+    # Shared measured runs (validator.checks.evidence.measured) whose values were shown to be the layer's, by call key:
     # two checks that judge the same traced run (a composite's own bans and its parts') run it once.
     measured_runs: dict[str, dict] = field(default_factory=dict)
 

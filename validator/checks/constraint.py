@@ -164,7 +164,8 @@ def traced_without(ctx: Context, check: CheckSpec, banned: list[str], *, inputs:
         ref = ctx.reference_call(probe)["output"]
         grad = random_like(ref, case.seed + 1)
         # the traced run is a graded run: its values must be the reference's (validator.checks.evidence)
-        got = measured(ctx, check, dict(probe, grad_output=grad, trace_ops=True), "tracing your forward/backward")
+        got = measured(ctx, check, dict(probe, grad_output=grad, trace_ops=True), "tracing your forward/backward",
+                       shared=True)  # a composite's parts check judges the same runs
         used = forbidden_in({**got.get("profiled_ops", {}), **got.get("ops", {})}, sorted(set(banned)))
         if used:
             raise CheckFailed(f"your forward/backward ran {', '.join(used)}: {advice}")

@@ -90,19 +90,21 @@ def plain(call: dict) -> dict:
     return dict(out, want=want)
 
 
-def measured(ctx: Context, check: CheckSpec, call: dict, doing: str = "running your code") -> dict:
+def measured(ctx: Context, check: CheckSpec, call: dict, doing: str = "running your code", *,
+             shared: bool = False) -> dict:
     """The student's result for ``call``, a run that yields evidence, once its values are shown to be the layer's.
 
     The run's output (every pass's, with ``more_inputs``) and its gradients (where it ran backward) are compared
-    with the reference's on the same inputs. See the module's docstring for what a wrong run costs.
+    with the reference's on the same inputs. See the module's docstring for what a wrong run costs. ``shared``:
+    a run other checks of the challenge make too (validator.checks.composite), kept for them once shown right.
     """
     graded = plain(call)
     sent = {k: v for k, v in call.items() if not k.startswith("_")}
     sent["want"] = sorted(set(call.get("want") or []) | set(graded["want"]))
-    runs = getattr(ctx, "measured_runs", None)  # a traced run two checks judge (composite.py) is made once
-    shared = call_key(sent) if runs is not None and sent.get("trace_ops") else None
-    if shared is not None and shared in runs:
-        return runs[shared]
+    runs = getattr(ctx, "measured_runs", None) if shared else None
+    key = call_key(sent) if runs is not None else None
+    if key is not None and key in runs:
+        return runs[key]
     result = raise_if_failed(ctx, sent, ctx.student(sent, check.timeout, doing, evidence=True))
     raise_if_tampered(result, doing)
     wrong = differences(ctx, result, ctx.reference_call(graded))
@@ -114,8 +116,8 @@ def measured(ctx: Context, check: CheckSpec, call: dict, doing: str = "running y
             "must be the layer that is graded: compute the same way whatever is watching (the profiler, a "
             "dispatch mode, a repeated input). A person will review this submission",
             [f"the layer's values differ when it is measured ({doing})"])
-    if shared is not None:
-        runs[shared] = result
+    if key is not None:
+        runs[key] = result
     return result
 
 

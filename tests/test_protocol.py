@@ -67,3 +67,48 @@ def test_garbage_header_is_a_protocol_error():
     with pytest.raises(ProtocolError, match="malformed"):
         Reader(r).read()
     os.close(r)
+
+
+def _fed(data: bytes, *, chunk: int) -> object:
+    """Read one message from a pipe that a thread fills ``chunk`` bytes at a time."""
+    import threading
+
+    r, w = os.pipe()
+
+    def feed():
+        try:
+            for i in range(0, len(data), chunk):
+                os.write(w, data[i:i + chunk])
+        finally:
+            os.close(w)
+
+    thread = threading.Thread(target=feed)
+    thread.start()
+    try:
+        return Reader(r).read(deadline=None)
+    finally:
+        thread.join()
+        os.close(r)
+
+
+def test_every_buffer_of_a_message_arrives_whole_however_the_bytes_are_split():
+    """The reader scatters a message's tensor buffers over as few reads as it can: more buffers than one read
+    takes, empty ones among them, one larger than a read's 16 MiB, and bytes that trickle in one at a time."""
+    many = {"t": [torch.full((k % 3,), float(k)) for k in range(1200)], "big": torch.arange(5 << 20, dtype=torch.int32)}
+    back = _fed(pack(many), chunk=1 << 20)
+    assert all(torch.equal(a, b) for a, b in zip(back["t"], many["t"])) and len(back["t"]) == 1200
+    assert torch.equal(back["big"], many["big"])
+    small = {"a": torch.randn(3, 2), "e": torch.empty(0), "b": torch.arange(5), "m": torch.empty(2, device="meta")}
+    got = _fed(pack(small), chunk=1)
+    assert torch.equal(got["a"], small["a"]) and torch.equal(got["b"], small["b"]) and got["e"].shape == (0,)
+    assert got["m"].device.type == "meta"
+
+
+def test_buffers_must_be_numbered_without_a_gap():
+    import json
+
+    header = json.dumps({"a": {"__tensor__": 0, "dtype": "float32", "shape": [1]},
+                         "b": {"__tensor__": 2, "dtype": "float32", "shape": [1]}}).encode()
+    data = struct.pack("<I", len(header)) + header + (struct.pack("<Q", 4) + b"\0" * 4) * 2
+    with pytest.raises(ProtocolError, match="missing"):
+        _fed(data, chunk=1 << 16)

@@ -99,7 +99,7 @@ def dtype_name(dtype: torch.dtype) -> str:
 def dtype_from_name(name: str) -> torch.dtype:
     try:
         return _DTYPES[name]
-    except KeyError:
+    except (KeyError, TypeError):  # TypeError: not a name at all (a list in a forged header)
         raise ProtocolError(f"unsupported dtype {name!r}") from None
 
 
@@ -271,10 +271,11 @@ class Reader:
             raise ChannelClosed("the worker exited (another process still holds its end of the channel)")
         return False
 
-    def _recv(self, view: memoryview) -> int:
+    def _recv(self, views: list[memoryview]) -> int:
+        """One read, scattered over ``views`` in order (one system call however many buffers)."""
         if self._sock is None:
-            return os.readv(self.fd, [view])
-        n, ancillary, flags, _ = self._sock.recvmsg_into([view], socket.CMSG_SPACE(_CREDENTIALS.size))
+            return os.readv(self.fd, views)
+        n, ancillary, flags, _ = self._sock.recvmsg_into(views, socket.CMSG_SPACE(_CREDENTIALS.size))
         pid = None
         for level, kind, data in ancillary:
             if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(data) >= _CREDENTIALS.size:
@@ -290,18 +291,35 @@ class Reader:
         return n
 
     def _take(self, n: int, deadline: float | None) -> bytearray:
-        out = bytearray(n)
-        view = memoryview(out)
-        got = 0
-        while got < n:
+        out = [bytearray(n)]
+        self._fill(out, deadline)
+        return out[0]
+
+    def _fill(self, out: list[bytearray], deadline: float | None) -> None:
+        """Fill each buffer of ``out`` in order from the channel, with as few reads as the kernel allows: a
+        message's every tensor buffer arrives in one system call where it fits. A channel that closes first
+        raises :class:`ChannelClosed` with ``complete``, how many buffers were filled."""
+        pending = [memoryview(b) for b in out]
+        done = 0
+        while done < len(pending):
+            if not len(pending[done]):
+                done += 1
+                continue
             if not self._wait(deadline):
                 continue
-            k = self._recv(view[got:got + (1 << 24)])
+            k = self._recv(_first_views(pending[done:]))
             if not k:
-                raise ChannelClosed("channel closed")
-            got += k
-        view.release()
-        return out
+                closed = ChannelClosed("channel closed")
+                closed.complete = done
+                raise closed
+            while k:  # move past what this read filled
+                head = pending[done]
+                if k >= len(head):
+                    k -= len(head)
+                    done += 1
+                else:
+                    pending[done] = head[k:]
+                    k = 0
 
     def read(self, deadline: float | None = None) -> Any:
         (hlen,) = struct.unpack("<I", self._take(4, deadline))
@@ -315,22 +333,48 @@ class Reader:
             raise ProtocolError(f"malformed message header: {str(exc)[:200]}") from None
         if not isinstance(header, dict):
             raise ProtocolError(f"message header is a JSON {type(header).__name__}, not an object")
-        if header_depth(header) > self.max_depth:
-            raise ProtocolError(f"message header nested deeper than {self.max_depth} levels")
-        buffers: list = []
-        total = hlen
-        for _ in range(_count_tensors(header)):
-            (blen,) = struct.unpack("<Q", self._take(8, deadline))
-            total += 8 + blen
-            if total > self.max_bytes:
-                raise ProtocolError(f"message larger than the grader accepts ({self.max_bytes >> 20} MiB)")
-            buffers.append(self._take(blen, deadline))
+        metas = _tensor_metas(header, self.max_depth)  # every tensor's byte count, known from its shape and dtype
+        total = hlen + sum(8 + n for n, _ in metas)
+        if total > self.max_bytes:
+            raise ProtocolError(f"message larger than the grader accepts ({self.max_bytes >> 20} MiB)")
+        parts = [bytearray(n) for size, _ in metas for n in (8, size)]
+        try:
+            self._fill(parts, deadline)
+        except ChannelClosed as exc:  # a length that lies, then the end: say which
+            _check_lengths(metas, parts[0:getattr(exc, "complete", 0):2])
+            raise
+        _check_lengths(metas, parts[0::2])
+        buffers = parts[1::2]
         try:
             return _decode(header, buffers)
         except ProtocolError:
             raise
         except Exception as exc:  # noqa: BLE001 - a field of the wrong type: the sender's fault
             raise ProtocolError(f"undecodable message ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+_IOV_MAX = 512  # buffers one read scatters into (the kernel's limit is 1024)
+
+
+def _first_views(pending: list[memoryview]) -> list[memoryview]:
+    """The buffers the next read may fill: at most ``_IOV_MAX``, and no more than 16 MiB in all."""
+    views, room = [], 1 << 24
+    for v in pending[:_IOV_MAX]:
+        if len(v) >= room:
+            views.append(v[:room])
+            break
+        views.append(v)
+        room -= len(v)
+    return views
+
+
+def _check_lengths(metas: list[tuple[int, dict]], lengths: list[bytearray]) -> None:
+    """Each buffer's declared length must be the one its tensor's shape and dtype need."""
+    for (expected, meta), length in zip(metas, lengths):
+        (declared,) = struct.unpack("<Q", length)
+        if declared != expected:
+            raise ProtocolError(f"tensor of shape {meta.get('shape')} and dtype {meta.get('dtype')} needs "
+                                f"{expected} bytes, got {declared}")
 
 
 def _close_passed(data: bytes) -> None:
@@ -343,15 +387,48 @@ def _close_passed(data: bytes) -> None:
             pass
 
 
-def header_depth(obj: Any) -> int:
-    """How deeply a decoded header nests lists and dicts, measured without recursion."""
-    deepest, stack = 0, [(obj, 1)]
+def _tensor_metas(header: dict, max_depth: int) -> list[tuple[int, dict]]:
+    """One walk over a decoded header, without recursion: refuse nesting deeper than ``max_depth`` (every list
+    and dict counts, a tensor's description included), and return ``(byte count, description)`` of each tensor
+    buffer the message carries, in buffer order, the count from the tensor's shape and dtype. Each buffer must
+    be named by exactly one tensor, and the buffers numbered from 0 without a gap."""
+    sizes: dict[int, tuple[int, dict]] = {}
+    stack = [(header, 1)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            deepest = max(deepest, depth)
-            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
-    return deepest
+        if isinstance(item, dict):
+            values = item.values()
+            if "__tensor__" in item and item["__tensor__"] is not None:
+                index = item["__tensor__"]
+                if type(index) is not int or index < 0 or index in sizes:
+                    raise ProtocolError("tensor refers to a missing (or already used) buffer")
+                sizes[index] = (_tensor_nbytes(item), item)
+        elif isinstance(item, list):
+            values = item
+        else:
+            continue
+        if depth > max_depth:
+            raise ProtocolError(f"message header nested deeper than {max_depth} levels")
+        stack.extend((v, depth + 1) for v in values if isinstance(v, (dict, list)))
+    if sorted(sizes) != list(range(len(sizes))):
+        raise ProtocolError("tensor refers to a missing (or already used) buffer")
+    return [sizes[i] for i in range(len(sizes))]
+
+
+_ITEMSIZE: dict[torch.dtype, int] = {}
+
+
+def _tensor_nbytes(meta: dict) -> int:
+    dtype = dtype_from_name(meta.get("dtype", ""))
+    shape = meta.get("shape")
+    if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
+        raise ProtocolError(f"bad tensor shape {shape!r}")
+    if dtype not in _ITEMSIZE:
+        _ITEMSIZE[dtype] = torch.empty((), dtype=dtype).element_size()
+    numel = 1
+    for s in shape:
+        numel *= s
+    return numel * _ITEMSIZE[dtype]
 
 
 def _count_tensors(obj: Any) -> int:

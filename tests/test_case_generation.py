@@ -114,3 +114,75 @@ def test_input_views_draws_two_leading_dims_of_two_or_more_where_the_spec_allows
     collect()
     assert leads and all(len(lead) >= 2 and min(lead) >= 2 for lead in leads), leads
     assert _roomy(challenge, entry, {"x": {"max_leading_dims": 1}})["x"]["min_leading_dims"] == 1
+
+
+_BACKWARD_RAISES = '''
+import math
+import torch
+from torch import nn
+
+
+class _Raises(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        return x @ w.T
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError("no backward here")
+
+
+class Linear(nn.Module):
+    def __init__(self, in_features, out_features, device=None, dtype=None):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(out_features, in_features, device=device, dtype=dtype))
+        std = math.sqrt(2.0 / (in_features + out_features))
+        nn.init.trunc_normal_(self.weight, std=std, a=-3 * std, b=3 * std)
+
+    def forward(self, x):
+        return _Raises.apply(x.reshape(-1, x.shape[-1]), self.weight).reshape(*x.shape[:-1], -1)
+'''
+
+
+def test_input_views_asks_for_the_contiguous_backward_only_where_a_call_with_views_fails(tmp_path, monkeypatch):
+    """A layer that passes costs three calls a case (contiguous, drawn views, all strided): the contiguous
+    backward, which only tells whose failure a failed call with views is, is not run for it. A layer whose
+    backward fails on contiguous inputs too is not failed by the views check (the gradient checks own that)."""
+    import re
+
+    from helpers import grade_file
+
+    from validator import grading
+    from validator.context import Context
+
+    calls, checking = [], []
+    original, run_check = Context.student, grading.run_check
+
+    def student(self, call, *args, **kwargs):
+        if checking:  # the check's own calls, not the grading's set-up (matching the parameters)
+            calls.append(call)
+        return original(self, call, *args, **kwargs)
+
+    def in_check(*args, **kwargs):
+        checking.append(True)
+        try:
+            return run_check(*args, **kwargs)
+        finally:
+            checking.pop()
+
+    monkeypatch.setattr(Context, "student", student)
+    monkeypatch.setattr(grading, "run_check", in_check)
+    reference = ROOT / "reference" / "layers.py"
+    (result,) = grade_file(reference, "linear", profile="batch", checks=["input_views"])
+    (check,) = [c for c in result.checks if c.kind != "question"]
+    assert check.status == "passed", check.message
+    cases = int(re.match(r"(\d+) generated calls", check.message).group(1))
+    assert cases >= 1 and len(calls) == 3 * cases, (cases, len(calls))
+
+    broken = tmp_path / "layers.py"
+    broken.write_text(_BACKWARD_RAISES)
+    calls.clear()
+    (result,) = grade_file(broken, "linear", profile="batch", checks=["input_views"])
+    (check,) = [c for c in result.checks if c.kind != "question"]
+    assert check.status != "failed", check.message
+    assert any(c.get("grad_output") is not None and not any(i.get("layout") for i in c["inputs"]) for c in calls)

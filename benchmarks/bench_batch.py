@@ -1,6 +1,6 @@
 """Throughput of `validator grade` on a generated batch: correct, broken and hostile submissions.
 
-Run: python benchmarks/bench_batch.py [--count 100] [--workers 2] [--timeout 30] [--mix bench|class] [--keep DIR]
+Run: python benchmarks/bench_batch.py [--count 100] [--workers 2] [--timeout 30] [--mix bench|class] [--keep DIR] [--no-pin]
 
 Every submission answers the whole catalogue. Correct ones are the reference
 itself; broken ones are the reference with one challenge's entry replaced by a
@@ -157,8 +157,12 @@ def main() -> None:
     parser.add_argument("--keep", metavar="DIR", help="generate and grade under DIR, and keep it")
     parser.add_argument("--mix", choices=["bench", "class"], default="bench",
                         help="bench: reference-based correct/broken/hostile; class: a generated class (see above)")
+    parser.add_argument("--no-pin", action="store_true",
+                        help="let the scheduler place the slots (VALIDATOR_PIN_SLOTS=0), for comparison with pinning")
     args = parser.parse_args()
     import os
+
+    env = dict(os.environ, **({"VALIDATOR_PIN_SLOTS": "0"} if args.no_pin else {}))
 
     load_before = os.getloadavg()
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-batch-"))
@@ -181,7 +185,7 @@ def main() -> None:
     shutil.copytree(subs / first_correct, base / "single" / first_correct)
     single = cmd[:4] + [str(base / "single"), "--out", str(base / "single-out"), "--workers", "1"] + cmd[9:]
     started = time.perf_counter()
-    subprocess.run(single, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    subprocess.run(single, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=env)
     baseline = time.perf_counter() - started
     import resource
 
@@ -191,7 +195,7 @@ def main() -> None:
 
     cpu_before = children_cpu()
     started = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True, env=env)
     elapsed = time.perf_counter() - started
     cpu = children_cpu() - cpu_before  # the grader, its slots and every worker they waited for
     if proc.returncode != 0:

@@ -275,3 +275,37 @@ def test_no_worker_process_survives(graded):
         for manifest in (base / folder / "shards").iterdir():
             for uid in json.loads(manifest.read_text())["worker_uids"]:
                 assert processes_of(uid) == []
+
+
+# -- slots kept on a CPU each ------------------------------------------------------------------------
+def test_slots_are_kept_on_a_cpu_each_only_when_they_fill_the_cpus(monkeypatch):
+    from validator.batch.pool import slot_cpus
+
+    assert slot_cpus(2, [0, 1]) == [0, 1]
+    assert slot_cpus(2, [3, 5]) == [3, 5]
+    assert slot_cpus(1, [0, 1]) == [None]  # a CPU to spare: the scheduler may move the slot off a busy one
+    assert slot_cpus(3, [0, 1]) == [None, None, None]  # more slots than CPUs: the scheduler balances them
+    assert slot_cpus(2, []) == [None, None]  # the platform cannot say
+    monkeypatch.setenv("VALIDATOR_PIN_SLOTS", "0")
+    assert slot_cpus(2, [0, 1]) == [None, None]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="no CPU affinity on this platform")
+def test_a_pools_slots_and_their_workers_run_on_their_own_cpu():
+    """Each slot process is kept on its CPU from the start, so the worker template it forks (and every worker)
+    inherits it; a slot that replaces another takes a CPU no live slot holds."""
+    from validator.batch.pool import Pool, usable_cpus
+
+    cpus = usable_cpus()
+    pool = Pool({"challenges": []}, workers=len(cpus), watchdog_s=60)
+    try:
+        pool.start(len(cpus))
+        assert sorted(s.cpu for s in pool.slots) == cpus
+        for slot in pool.slots:
+            assert os.sched_getaffinity(slot.proc.pid) == {slot.cpu}
+        gone = pool.slots.pop(0)
+        gone.stop(force=True)
+        pool._add_slot()
+        assert pool.slots[-1].cpu == gone.cpu and os.sched_getaffinity(pool.slots[-1].proc.pid) == {gone.cpu}
+    finally:
+        pool.close()

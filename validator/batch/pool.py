@@ -31,8 +31,32 @@ class Outcome:
     seconds: float
 
 
+def usable_cpus() -> list[int]:
+    """The CPUs this process may run on (none where the platform cannot say)."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return []
+
+
+def slot_cpus(slots: int, cpus: list[int]) -> list[int | None]:
+    """The CPU each of ``slots`` slots is kept on: one each where there are exactly as many CPUs as slots
+    (`validator grade`'s default), else None for each.
+
+    A slot's grader and its worker take turns (the grader waits for each reply): kept on one CPU,
+    each turn starts on a CPU whose caches still hold the other's state, and no wake-up crosses to
+    another CPU (a round trip of a small call costs about a quarter less; `benchmarks/bench_batch.py
+    --no-pin` measures a batch without). With CPUs to spare the scheduler is left to place the slots
+    (a pinned slot could not move off a CPU that something else keeps busy), as it is with more slots
+    than CPUs, or with ``VALIDATOR_PIN_SLOTS=0`` in the environment."""
+    if len(cpus) != slots or os.environ.get("VALIDATOR_PIN_SLOTS", "1") == "0":
+        return [None] * slots
+    return list(cpus)
+
+
 class SlotProcess:
-    def __init__(self, config: dict[str, Any]):
+    def __init__(self, config: dict[str, Any], cpu: int | None = None):
+        self.cpu = cpu
         cmd_r, self.cmd_w = os.pipe()
         res_r, res_w = os.pipe()
         env = dict(os.environ)
@@ -41,6 +65,11 @@ class SlotProcess:
         self.proc = subprocess.Popen([sys.executable, "-m", "validator.batch.slot", str(cmd_r), str(res_w)],
                                      pass_fds=(cmd_r, res_w), stdin=subprocess.DEVNULL, env=env,
                                      cwd=PROJECT_ROOT, start_new_session=True)
+        if cpu is not None:  # before it starts its worker template: every worker forked later inherits the CPU
+            try:
+                os.sched_setaffinity(self.proc.pid, {cpu})
+            except OSError:
+                self.cpu = None
         os.close(cmd_r)
         os.close(res_w)
         self.reader = Reader(res_r)
@@ -97,7 +126,13 @@ class Pool:
     def start(self, count: int) -> None:
         """Start slots until there are ``count`` (their templates warm up in parallel)."""
         while len(self.slots) < count:
-            self.slots.append(SlotProcess(self.config))
+            self._add_slot()
+
+    def _add_slot(self) -> None:
+        """One more slot, kept on a CPU no live slot is kept on where slots are kept on one (:func:`slot_cpus`)."""
+        taken = [s.cpu for s in self.slots]
+        free = [c for c in slot_cpus(self.workers, usable_cpus()) if c is not None and c not in taken]
+        self.slots.append(SlotProcess(self.config, free[0] if free else None))
 
     def close(self) -> None:
         for slot in self.slots:
@@ -157,7 +192,7 @@ class Pool:
                         else:
                             on_result(Outcome(name, None, died, time.monotonic() - slot.started))
                     if pending or any(s.task for s in self.slots):
-                        self.slots.append(SlotProcess(self.config))
+                        self._add_slot()
         finally:
             if not self.keep or any(s.task for s in self.slots):
                 self.close()

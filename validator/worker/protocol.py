@@ -109,12 +109,25 @@ def tensor_bytes(t: torch.Tensor) -> bytes:
     Works for every dtype torch has (bfloat16, bool and complex included) and
     needs no numpy, which the CPU wheel of torch does not pull in.
     """
-    plain = torch.Tensor._make_subclass(torch.Tensor, t.detach()).to("cpu").contiguous()
+    if type(t) is torch.Tensor and t.device.type == "cpu" and t.is_contiguous() and not t.is_conj() and not t.is_neg():
+        plain = t  # already what the conversions below would make (the grader's own tensors, mostly)
+    else:
+        plain = torch.Tensor._make_subclass(torch.Tensor, t.detach()).to("cpu").contiguous()
     nbytes = plain.numel() * plain.element_size()
     return ctypes.string_at(plain.data_ptr(), nbytes) if nbytes else b""
 
 
+_AS_IS = frozenset({str, int, bool, type(None)})  # JSON already: returned untouched
+
+
 def _encode(obj: Any, buffers: list[bytes]) -> Any:
+    kind = type(obj)  # the plain types first, by identity: a message is mostly these
+    if kind in _AS_IS:
+        return obj
+    if kind is dict:
+        return {k if type(k) is str else str(k): _encode(v, buffers) for k, v in obj.items()}
+    if kind is list or kind is tuple:
+        return [_encode(v, buffers) for v in obj]
     if isinstance(obj, torch.Tensor):
         meta = {"__tensor__": len(buffers), "dtype": dtype_name(obj.dtype),
                 "shape": list(obj.shape), "device": str(obj.device)}

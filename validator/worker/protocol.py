@@ -121,12 +121,11 @@ _AS_IS = frozenset({str, int, bool, type(None)})  # JSON already: returned untou
 
 
 def _encode(obj: Any, buffers: list[bytes]) -> Any:
-    kind = type(obj)  # the plain types first, by identity: a message is mostly these
-    if kind in _AS_IS:
+    if type(obj) in _AS_IS:  # the plain values first, then the containers: a message is mostly these
         return obj
-    if kind is dict:
-        return {k if type(k) is str else str(k): _encode(v, buffers) for k, v in obj.items()}
-    if kind is list or kind is tuple:
+    if isinstance(obj, dict):
+        return {str(k): _encode(v, buffers) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
         return [_encode(v, buffers) for v in obj]
     if isinstance(obj, torch.Tensor):
         meta = {"__tensor__": len(buffers), "dtype": dtype_name(obj.dtype),
@@ -137,10 +136,6 @@ def _encode(obj: Any, buffers: list[bytes]) -> Any:
         # A copy of the bytes of a dense CPU tensor: a subclass or odd strides can't leak through.
         buffers.append(tensor_bytes(obj))
         return meta
-    if isinstance(obj, dict):
-        return {str(k): _encode(v, buffers) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_encode(v, buffers) for v in obj]
     if obj is None or isinstance(obj, (bool, int, float, str)):
         if isinstance(obj, float) and obj != obj:
             return {"__float__": "nan"}
@@ -167,10 +162,7 @@ def _decode(obj: Any, buffers: list[bytes]) -> Any:
 
 
 def _decode_tensor(meta: dict, buffers: list[bytes | bytearray]) -> torch.Tensor:
-    dtype = dtype_from_name(meta.get("dtype", ""))
-    shape = meta.get("shape")
-    if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
-        raise ProtocolError(f"bad tensor shape {shape!r}")
+    dtype, shape, nbytes = _described(meta)
     index = meta["__tensor__"]
     if index is None:
         if len(shape) > 64:
@@ -179,18 +171,30 @@ def _decode_tensor(meta: dict, buffers: list[bytes | bytearray]) -> torch.Tensor
     if not isinstance(index, int) or not 0 <= index < len(buffers) or buffers[index] is None:
         raise ProtocolError("tensor refers to a missing (or already used) buffer")
     data, buffers[index] = buffers[index], None  # one tensor per buffer: no two share memory
-    numel = 1
-    for s in shape:
-        numel *= s
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    if len(data) != numel * itemsize:
-        raise ProtocolError(f"tensor of shape {shape} and dtype {meta['dtype']} "
-                            f"needs {numel * itemsize} bytes, got {len(data)}")
-    if numel == 0:
+    if len(data) != nbytes:
+        raise ProtocolError(f"tensor of shape {shape} and dtype {meta['dtype']} needs {nbytes} bytes, got {len(data)}")
+    if nbytes == 0:
         return torch.empty(shape, dtype=dtype)
     if not isinstance(data, bytearray):  # immutable bytes (a fixture file's): torch may only wrap writable memory
         data = bytearray(data)
     return torch.frombuffer(data, dtype=dtype).reshape(shape)  # owns the bytes read: no copy
+
+
+_ITEMSIZE: dict[torch.dtype, int] = {}
+
+
+def _described(meta: dict) -> tuple[torch.dtype, list[int], int]:
+    """A tensor description's dtype, shape and byte count, or :class:`ProtocolError` where it is not one."""
+    dtype = dtype_from_name(meta.get("dtype", ""))
+    shape = meta.get("shape")
+    if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
+        raise ProtocolError(f"bad tensor shape {shape!r}")
+    if dtype not in _ITEMSIZE:
+        _ITEMSIZE[dtype] = torch.empty((), dtype=dtype).element_size()
+    nbytes = _ITEMSIZE[dtype]
+    for s in shape:
+        nbytes *= s
+    return dtype, shape, nbytes
 
 
 def pack(message: Any) -> bytes:
@@ -415,7 +419,7 @@ def _tensor_metas(header: dict, max_depth: int) -> list[tuple[int, dict]]:
                 index = item["__tensor__"]
                 if type(index) is not int or index < 0 or index in sizes:
                     raise ProtocolError("tensor refers to a missing (or already used) buffer")
-                sizes[index] = (_tensor_nbytes(item), item)
+                sizes[index] = (_described(item)[2], item)
         elif isinstance(item, list):
             values = item
         else:
@@ -426,22 +430,6 @@ def _tensor_metas(header: dict, max_depth: int) -> list[tuple[int, dict]]:
     if sorted(sizes) != list(range(len(sizes))):
         raise ProtocolError("tensor refers to a missing (or already used) buffer")
     return [sizes[i] for i in range(len(sizes))]
-
-
-_ITEMSIZE: dict[torch.dtype, int] = {}
-
-
-def _tensor_nbytes(meta: dict) -> int:
-    dtype = dtype_from_name(meta.get("dtype", ""))
-    shape = meta.get("shape")
-    if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
-        raise ProtocolError(f"bad tensor shape {shape!r}")
-    if dtype not in _ITEMSIZE:
-        _ITEMSIZE[dtype] = torch.empty((), dtype=dtype).element_size()
-    numel = 1
-    for s in shape:
-        numel *= s
-    return numel * _ITEMSIZE[dtype]
 
 
 def _count_tensors(obj: Any) -> int:

@@ -267,3 +267,62 @@ def test_sanitizing_skips_plain_text_and_numbers_and_still_shows_every_attack():
     assert out["counts"] == [1, 2, 3] and out["counts"] is not data["counts"] and out["edges"] == (0.5, 1.5)
     assert out["flags"] == [True, None] and out["mixed"] == [1, ": :error::y"]
     assert type(out["pair"]) is tuple and out["pair"] == (1, "x\\x1b")
+
+
+def test_a_report_made_visible_once_is_not_cleaned_again_and_a_changed_copy_is():
+    """A batch writes four reports of one result: safe_report hands back a report it made itself, but a copy
+    changed with dataclasses.replace (the answer policy's) is cleaned again, to the same text."""
+    from dataclasses import replace
+
+    from validator.questions import withhold_answers
+    from validator.reporters.sanitize import safe_report
+
+    clean = safe_report(hostile_report())
+    assert safe_report(clean) is clean
+    assert safe_report(clean.challenges[0]) is clean.challenges[0]
+    changed = replace(clean, student="x\x1b[2Jy")
+    again = safe_report(changed)
+    assert again is not changed and again.student == "x\\x1b[2Jy" and again.challenges[0] is clean.challenges[0]
+    wrong = CheckResult(id="q", kind="question", status="failed", score=0, max_score=1, message="wrong",
+                        answer="B", explanation="because B")
+    report = Report(challenges=[ChallengeResult(id="c", title="C", checks=[wrong])], seed=0, student="s",
+                    profile="batch")
+    shown = withhold_answers(report, "never")
+    assert shown.challenges[0].checks[0].answer is None and shown.challenges[0].checks[0].explanation is None
+    assert wrong.answer == "B" and wrong.explanation == "because B"  # the graded result is left as it was
+
+
+def test_result_dicts_are_what_asdict_makes_without_sharing_anything():
+    from dataclasses import asdict
+
+    from validator.results import Histogram
+
+    check = CheckResult(id="init", kind="init", status="passed", score=1, max_score=1, review=["r"],
+                        figures=[Histogram(title="w", edges=[0.0, 1.0], counts=[3], expected=[0.5],
+                                           bounds=[0.0, 1.0], on_bounds=[0, 0], notes=["n"])])
+    out = check.to_dict()
+    assert out == asdict(check)
+    out["review"].append("x")
+    out["figures"][0]["counts"].append(9)
+    assert check.review == ["r"] and check.figures[0].counts == [3]
+
+
+def test_report_json_is_indented_to_the_check_and_reads_back_equal(tmp_path):
+    import json
+
+    from validator.reporters import readable_json
+    from validator.reporters.gradescope import write_gradescope
+    from validator.reporters.json_report import report_dict, write_json
+
+    report = make_report()
+    write_json(report, tmp_path / "r.json")
+    text = (tmp_path / "r.json").read_text()
+    assert json.loads(text) == report_dict(report)
+    checks = [line for line in text.splitlines() if line.lstrip().startswith('{"id": ')]
+    assert len(checks) == sum(len(ch.checks) for ch in report.challenges)  # one line a check
+    write_gradescope(report, tmp_path / "g.json")
+    assert json.loads((tmp_path / "g.json").read_text()) == json.loads(json.dumps(gradescope_dict(report)))
+    data = {"a": [1, 2.5, None], "b": {"c": [{"x": 1}, [2]], "e": [], "f": {}}, 3: True}
+    for depth in range(4):
+        assert json.loads(readable_json(data, flat_below=depth)) == json.loads(json.dumps(data))
+    assert readable_json(data, flat_below=1).splitlines()[1] == '  "a": [1, 2.5, null],'

@@ -6,7 +6,7 @@ how it will be displayed.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 KINDS = ("shape", "values", "ids", "gradient", "init", "structure",
@@ -66,6 +66,31 @@ def figure_from_dict(data: dict[str, Any]) -> Histogram | None:
     return None
 
 
+_FIELDS: dict[type, tuple[str, ...]] = {}
+_SCALAR = (str, int, float, bool, type(None))
+
+
+def _plain(value: Any) -> Any:
+    """What ``dataclasses.asdict`` makes of a result (fresh dicts and lists all the way down), without its
+    deep copy of every value: a report's figures hold thousands of numbers, and a batch writes four
+    reports a submission."""
+    kind = type(value)
+    if kind in _SCALAR:
+        return value
+    if kind is list:
+        return [v if type(v) in _SCALAR else _plain(v) for v in value]
+    if kind is dict:
+        return {k: _plain(v) for k, v in value.items()}
+    if kind is tuple:
+        return tuple(_plain(v) for v in value)
+    if is_dataclass(value) and not isinstance(value, type):
+        names = _FIELDS.get(kind)
+        if names is None:
+            names = _FIELDS[kind] = tuple(f.name for f in fields(value))
+        return {name: _plain(getattr(value, name)) for name in names}
+    return value
+
+
 @dataclass
 class CheckResult:
     id: str
@@ -91,7 +116,7 @@ class CheckResult:
             self.status == "skipped" and self.max_score == 0)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return _plain(self)
 
 
 @dataclass

@@ -158,7 +158,9 @@ def write_outputs(out: Path, name: str, report: Report, *, show_answers: str = "
     every report when ``always``; in results.json's tests that Gradescope shows after the due date when
     ``after_due_date``; nowhere otherwise."""
     from validator.questions import withhold_answers
+    from validator.reporters.sanitize import safe_report
 
+    report = safe_report(report)  # once: each writer finds it made visible already
     shown = withhold_answers(report, show_answers)
     write_json(shown, out / f"{name}.json")
     write_gradescope(report, out / "gradescope" / name / "results.json", show_answers=show_answers)

@@ -14,11 +14,10 @@ due date) has passed.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from validator.questions import is_withheld, revealed_lines, show_answers_setting, withhold_answers
-from validator.reporters import write_atomic
+from validator.reporters import readable_json, write_atomic
 from validator.reporters.figures import figure_lines
 from validator.reporters.sanitize import safe_report
 from validator.results import Report
@@ -69,4 +68,4 @@ def gradescope_dict(report: Report, *, visibility: str = "visible", show_answers
 
 
 def write_gradescope(report: Report, path: str | Path, **kwargs) -> None:
-    write_atomic(path, json.dumps(gradescope_dict(report, **kwargs), indent=2) + "\n")
+    write_atomic(path, readable_json(gradescope_dict(report, **kwargs), flat_below=2) + "\n")

@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from validator.reporters import write_atomic
+from validator.reporters import readable_json, write_atomic
 from validator.reporters.sanitize import safe_report
 from validator.results import Report
 
@@ -16,4 +15,4 @@ def report_dict(report: Report) -> dict:
 
 
 def write_json(report: Report, path: str | Path) -> None:
-    write_atomic(path, json.dumps(report_dict(report), indent=2) + "\n")
+    write_atomic(path, readable_json(report_dict(report), flat_below=4) + "\n")

@@ -82,8 +82,18 @@ def _clean(value: Any) -> Any:
     if isinstance(value, dict):
         return {_clean(k): _clean(v) for k, v in value.items()}
     if is_dataclass(value) and not isinstance(value, type):
-        return replace(value, **{f.name: _clean(getattr(value, f.name)) for f in fields(value) if f.init})
+        if getattr(value, "__dict__", {}).get(_MADE_VISIBLE):
+            return value  # made visible before (a batch writes four reports of one result)
+        out = replace(value, **{f.name: _clean(getattr(value, f.name)) for f in fields(value) if f.init})
+        if hasattr(out, "__dict__"):
+            object.__setattr__(out, _MADE_VISIBLE, True)
+        return out
     return value
+
+
+# Marks a result that _clean made: results are plain data that nothing changes in place (a change makes a
+# copy with dataclasses.replace, which carries no mark), so cleaning it again would change nothing.
+_MADE_VISIBLE = "_validator_made_visible"
 
 
 def safe_report(report: Report) -> Report:

@@ -61,3 +61,35 @@ def test_forked_graders_send_their_cases_home():
               catalogue=catalogue(), jobs=2)
     digests = {key[0] for key in checks._REPLAY}
     assert len(digests) == len(CHALLENGES), "some challenge graded in a forked grader left no cases here"
+
+
+def test_no_check_body_draws_from_the_global_prngs(monkeypatch):
+    """Hypothesis seeds Python's and numpy's global PRNGs around each example; a replay does not (it would cost
+    ~3% of a batch). That is only the same run if no body draws from them: over the whole catalogue's replayed
+    cases (official grading's, from the recorded cases), each global PRNG's state is what it was before."""
+    import random
+
+    import numpy as np
+
+    bodies = []
+    replay = checks._replay
+
+    def watched(cases, body):
+        def guarded(case):
+            random.seed(1234)
+            np.random.seed(1234)
+            before = (random.getstate(), np.random.get_state()[1].tobytes())
+            try:
+                body(case)
+            finally:
+                after = (random.getstate(), np.random.get_state()[1].tobytes())
+                bodies.append((getattr(body, "__qualname__", repr(body)), before == after))
+        return replay(cases, guarded)
+
+    monkeypatch.setattr(checks, "_replay", watched)
+    checks._REPLAY.clear()
+    path = ROOT / "reference" / "layers.py"
+    with Worker(path) as worker:
+        grade(path, seed=11, profile="batch", answers={}, worker=worker, catalogue=catalogue())
+    assert len(bodies) > 300, "the recorded cases were not replayed"
+    assert [name for name, same in bodies if not same] == []

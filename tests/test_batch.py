@@ -309,3 +309,13 @@ def test_a_pools_slots_and_their_workers_run_on_their_own_cpu():
         assert pool.slots[-1].cpu == gone.cpu and os.sched_getaffinity(pool.slots[-1].proc.pid) == {gone.cpu}
     finally:
         pool.close()
+
+
+def test_a_slot_freezes_its_heap_once_after_its_first_submission():
+    """What is alive after a slot's first submission lives as long as the slot: it is frozen out of the cyclic
+    collector's sight once (validator.batch.slot.settle_heap), in the slot's process, never again."""
+    script = ("import gc\nfrom validator.batch import slot\n"
+              "assert gc.get_freeze_count() == 0\nslot.settle_heap()\nfrozen = gc.get_freeze_count()\n"
+              "slot.settle_heap()\nassert frozen > 0 and gc.get_freeze_count() == frozen, frozen\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -9,7 +9,9 @@ then ``--repeat`` more times, and prints per graded submission: wall time, the g
 CPU (user and system, read from /proc before it ends; "n/a" where /proc does not show it), the student
 calls and how many were traced (under the op recorder and torch's profiler); then, by kind of check
 (its test), how many ran, their wall time and share, the grader's CPU in them and their calls of the
-student's code. Figures are means over the repeats. The machine's load changes the wall times, much less
+student's code. A slot rehearses a challenge's calls (validator.rehearsal): a batch of calls sent ahead is
+counted, with the worker's time for it, in the check whose call sent it; ``VALIDATOR_NO_REHEARSAL=1``
+sends every call on its own. Figures are means over the repeats. The machine's load changes the wall times, much less
 the CPU seconds: compare those across runs.
 
 ``--class N`` grades N different submissions of a generated class instead (benchmarks/bench_batch.py's
@@ -60,15 +62,17 @@ def measure(submission: Path | list[Path], *, repeat: int, challenges: list[str]
     slot = Slot(slot_config(challenges=chosen, seed=OFFICIAL_SEED, profile="batch",
                             limits=sandbox.Limits(wall_s=600), isolate=isolate))
     state = {"check": None, "worker": []}
-    by_test: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0, 0])  # n, wall, grader cpu, calls, traced
+    by_test: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0, 0, 0])  # n, wall, grader cpu, calls, traced, requests
 
-    original_request, original_close, original_run_check = client.Worker.request, client.Worker.close, grading.run_check
+    # every request reaches the worker through Worker._roundtrip (a rehearsal's batches too: validator.rehearsal)
+    original_request, original_close, original_run_check = client.Worker._roundtrip, client.Worker.close, grading.run_check
 
     def request(self, message, *args, **kwargs):
         calls = message.get("calls") or ([message["call"]] if message.get("call") else [])
         row = by_test[state["check"] or "(outside checks)"]
         row[3] += len(calls)
         row[4] += sum(1 for c in calls if c.get("trace_ops") or c.get("track_memory"))
+        row[5] += 1
         return original_request(self, message, *args, **kwargs)
 
     def close(self):
@@ -89,7 +93,7 @@ def measure(submission: Path | list[Path], *, repeat: int, challenges: list[str]
             row[2] += time.process_time() - cpu
             state["check"] = None
 
-    client.Worker.request, client.Worker.close, grading.run_check = request, close, run_check
+    client.Worker._roundtrip, client.Worker.close, grading.run_check = request, close, run_check
     totals = {"wall": 0.0, "grader": 0.0, "worker_user": 0.0, "worker_sys": 0.0, "worker_seen": True, "score": None}
     try:
         for n in range(1 + repeat):
@@ -110,10 +114,10 @@ def measure(submission: Path | list[Path], *, repeat: int, challenges: list[str]
                     totals["worker_user"] += seen[0]
                     totals["worker_sys"] += seen[1]
     finally:
-        client.Worker.request, client.Worker.close, grading.run_check = original_request, original_close, original_run_check
+        client.Worker._roundtrip, client.Worker.close, grading.run_check = original_request, original_close, original_run_check
         slot.close()
     means = {k: (v / repeat if isinstance(v, float) else v) for k, v in totals.items()}
-    means["by_test"] = {k: [v[0] / repeat, v[1] / repeat, v[2] / repeat, v[3] / repeat, v[4] / repeat]
+    means["by_test"] = {k: [x / repeat for x in v]
                         for k, v in by_test.items()}
     means["challenges"] = len(chosen)
     return means
@@ -122,7 +126,7 @@ def measure(submission: Path | list[Path], *, repeat: int, challenges: list[str]
 def render(m: dict) -> str:
     rows = sorted(m["by_test"].items(), key=lambda kv: -kv[1][1])
     checks_wall = sum(v[1] for _, v in rows) or 1e-9
-    calls, traced = sum(v[3] for _, v in rows), sum(v[4] for _, v in rows)
+    calls, traced, trips = (sum(v[i] for _, v in rows) for i in (3, 4, 5))
     worker = (f"{m['worker_user'] + m['worker_sys']:.2f} s ({m['worker_user']:.2f} user, {m['worker_sys']:.2f} system)"
               if m["worker_seen"] else "n/a (its /proc entry is not readable here)")
     count = f"{m['challenges']} challenge{'s' if m['challenges'] != 1 else ''}"
@@ -131,9 +135,9 @@ def render(m: dict) -> str:
             "warm slot (means of the repeats):")
     lines = [what,
              f"  wall {m['wall']:.2f} s; grader CPU {m['grader']:.2f} s; worker CPU {worker}",
-             f"  {calls:.0f} calls of the student's code, {traced:.0f} of them traced",
+             f"  {calls:.0f} calls of the student's code, {traced:.0f} of them traced, in {trips:.0f} requests to the worker",
              "", f"{'test':28s} {'checks':>6s} {'wall s':>7s} {'share':>6s} {'grader s':>8s} {'calls':>6s} {'traced':>6s}"]
-    for test, (n, wall, cpu, c, t) in rows:
+    for test, (n, wall, cpu, c, t, _) in rows:
         lines.append(f"{test:28s} {n:6.0f} {wall:7.3f} {100 * wall / checks_wall:5.1f}% {cpu:8.3f} {c:6.0f} {t:6.0f}")
     return "\n".join(lines)
 

@@ -118,6 +118,9 @@ class Context:
     # Shared measured runs (validator.checks.evidence.measured) whose values were shown to be the layer's, by call key:
     # two checks that judge the same traced run (a composite's own bans and its parts') run it once.
     measured_runs: dict[str, dict] = field(default_factory=dict)
+    # The calls of this challenge's last passing run in this process, sent ahead in batches (validator.rehearsal);
+    # None: every call is its own round trip.
+    rehearsal: Any = None
 
     # -- a student's package -------------------------------------------------
     def target(self, entry_name: str):
@@ -223,13 +226,27 @@ class Context:
         """The student's result for ``call``; a call that yields evidence (EVIDENCE_KEYS) must say so
         (``evidence=True``, which only validator.checks.evidence.measured passes: it grades the run's output)."""
         _refuse_ungraded_evidence([call], evidence)
-        reply = self.worker.request({"op": "execute", "call": self.for_student(call)}, self._timeout(timeout), doing)
+        timeout = self._timeout(timeout)
+
+        def send() -> dict:
+            return self.worker.request({"op": "execute", "call": self.for_student(call)}, timeout, doing)
+
+        if self.rehearsal is None:
+            reply = send()
+        elif evidence:
+            reply = self.rehearsal.other(send)
+        else:
+            reply = self.rehearsal.call(call, timeout, send)
         return self._rename_back(call, _raise_if_not_graded(reply))
 
     def student_many(self, calls: list[dict], timeout: float, doing: str = "running your code") -> list[dict]:
         _refuse_ungraded_evidence(calls, False)
-        reply = self.worker.request({"op": "execute_many", "calls": [self.for_student(c) for c in calls]},
-                                    self._timeout(timeout), doing)
+
+        def send() -> dict:
+            return self.worker.request({"op": "execute_many", "calls": [self.for_student(c) for c in calls]},
+                                       self._timeout(timeout), doing)
+
+        reply = send() if self.rehearsal is None else self.rehearsal.other(send)
         if not reply.get("ok"):
             raise CheckErrored(format_exception(reply, calls[0]["entry"]))
         return [self._rename_back(c, _raise_if_not_graded(r)) for c, r in zip(calls, reply["results"])]

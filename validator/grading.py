@@ -20,6 +20,7 @@ from validator.context import (CheckErrored, CheckFailed, CheckSkipped, Context,
                                ReferenceUnavailable, format_exception)
 from validator.questions import grade_question
 from validator.reference_side import ReferenceSide
+from validator.rehearsal import Rehearsal
 from validator.results import ChallengeResult, CheckResult
 from validator.spec.schema import Challenge, CheckSpec
 from validator.worker.client import Worker, WorkerFailure
@@ -238,6 +239,7 @@ def grade_challenge(challenge: Challenge, *, run: Run, worker: Worker, ref: Refe
         except WorkerFailure as exc:
             problem = f"inspecting {what} failed: {exc}"
     selected = [c for c in challenge.checks if not only_checks or c.id in only_checks]
+    ctx.rehearsal = None if problem else Rehearsal.begin(ctx)
     done: dict[str, CheckResult] = {}
     stopped_at: str | None = None
     for check in selected:
@@ -268,6 +270,8 @@ def grade_challenge(challenge: Challenge, *, run: Run, worker: Worker, ref: Refe
         if run.fail_fast and (problem or (cr.status in ("failed", "error") and cr.score < cr.max_score)):
             stopped_at = check.id
     result.problem = problem
+    if ctx.rehearsal is not None:
+        ctx.rehearsal.end(passed=not only_checks and stopped_at is None and all(c.ok for c in result.checks))
     _outcome_hints(selected, done)
     if not only_checks and stopped_at is None:
         for q in challenge.questions:

@@ -202,7 +202,6 @@ def for_all(ctx: Context, check: CheckSpec, strategy, body: Callable[[Any], None
 # (spec, check, seed, settings, variant) -> the cases a passing run of that check was given, in order
 _REPLAY: dict[tuple, list] = {}
 _REPLAY_LIMIT = 4096
-_SPEC_DIGESTS: dict[int, tuple[Any, str]] = {}
 _COLLECTING: list[dict] = []  # innermost last: see collecting()
 
 
@@ -231,25 +230,15 @@ def _replay_key(ctx: Context, check: CheckSpec, settings, variant, seed: int) ->
     """What a check's cases depend on: the graded spec (prose and points aside), the check, its seed and
     settings, and the default dtype; plain strings and numbers, so that a key read from a recorded-cases
     file (validator.case_store) is the same key."""
-    import hashlib
-    import json
     import os
 
     import torch
 
-    from validator.spec.schema import graded_part
+    from validator.spec.schema import graded_digest
 
     if _NO_REPLAY[0] or os.environ.get("VALIDATOR_NO_REPLAY"):
         return None
-    challenge = ctx.challenge
-    known = _SPEC_DIGESTS.get(id(challenge))
-    if known is None or known[0] is not challenge:
-        graded = json.dumps(graded_part(challenge), sort_keys=True, default=str)
-        known = (challenge, hashlib.sha256(graded.encode()).hexdigest()[:24])
-        if len(_SPEC_DIGESTS) > 256:
-            _SPEC_DIGESTS.clear()
-        _SPEC_DIGESTS[id(challenge)] = known
-    return (known[1], check.id, repr(variant), seed, settings.max_examples,
+    return (graded_digest(ctx.challenge), check.id, repr(variant), seed, settings.max_examples,
             tuple(phase.name for phase in settings.phases), settings.derandomize, str(torch.get_default_dtype()))
 
 

@@ -506,6 +506,25 @@ DOC_ONLY = ("title", "summary", "contract", "background", "hints", "questions", 
 CHECK_DOC_ONLY = ("title", "hint", "points", "advisory")
 
 
+_GRADED_DIGESTS: dict[int, tuple[Challenge, str]] = {}
+
+
+def graded_digest(challenge: Challenge) -> str:
+    """A short digest of :func:`graded_part`: what a check's cases and calls depend on (prose and points aside),
+    remembered per spec object (a spec is plain data that nothing changes once loaded)."""
+    import hashlib
+    import json
+
+    known = _GRADED_DIGESTS.get(id(challenge))
+    if known is None or known[0] is not challenge:
+        graded = json.dumps(graded_part(challenge), sort_keys=True, default=str)
+        known = (challenge, hashlib.sha256(graded.encode()).hexdigest()[:24])
+        if len(_GRADED_DIGESTS) > 256:
+            _GRADED_DIGESTS.clear()
+        _GRADED_DIGESTS[id(challenge)] = known
+    return known[1]
+
+
 def graded_part(challenge: Challenge) -> dict:
     """The spec as plain JSON data, less what only people read (:data:`DOC_ONLY`, :data:`CHECK_DOC_ONLY`)."""
     spec = challenge.model_dump(mode="json")

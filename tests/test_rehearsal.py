@@ -1,0 +1,153 @@
+"""Rehearsed calls (validator.rehearsal) change no verdict and no message, only how many round trips a run takes.
+
+A slot that graded a challenge sends the next submission's calls ahead in batches, where they are the calls the
+last passing run made. Every variant of the mutant library, correct and broken, must get exactly the report it
+gets one call at a time; a batch that fails (a hang, a crash, replies that do not fit) must leave the report as
+it would have been, the failure found again on the call that has it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import IMPLEMENTATIONS, ROOT, catalogue, variants
+from validator import rehearsal
+from validator.api import grade
+from validator.reference_side import OFFICIAL_SEED
+from validator.worker.client import Worker, WorkerFailure
+
+CHALLENGES = ["softmax", "linear", "rope"]
+
+
+def _report(path, challenges, *, rehearse: bool):
+    """Status, score and message of each check (a timed check's message carries its times: left out), and how
+    many requests reached the worker and how many calls a rehearsal answered."""
+    counted = {"requests": 0, "answered": 0, "batches": 0}
+    original_roundtrip, original_end = Worker._roundtrip, rehearsal.Rehearsal.end
+
+    def roundtrip(self, message, *args, **kwargs):
+        counted["requests"] += 1
+        return original_roundtrip(self, message, *args, **kwargs)
+
+    def end(self, passed):
+        counted["answered"] += self.answered
+        counted["batches"] += self.batches
+        return original_end(self, passed)
+
+    rehearsal.ENABLED[0] = rehearse
+    Worker._roundtrip, rehearsal.Rehearsal.end = roundtrip, end
+    try:
+        with Worker(path) as worker:
+            report = grade(path, challenges=challenges, seed=OFFICIAL_SEED, profile="batch", answers={},
+                           worker=worker, catalogue=catalogue())
+    finally:
+        rehearsal.ENABLED[0] = False
+        Worker._roundtrip, rehearsal.Rehearsal.end = original_roundtrip, original_end
+    verdicts = {(ch.id, c.id): (c.status, c.score, c.message if c.kind != "performance" else "")
+                for ch in report.challenges for c in ch.checks}
+    return verdicts, counted
+
+
+@pytest.fixture(scope="module")
+def scripts():
+    """Every challenge's script, from the reference's passing run (this process's scripts only)."""
+    rehearsal._SCRIPTS.clear()
+    _report(ROOT / "reference" / "layers.py", None, rehearse=True)
+    assert len(rehearsal._SCRIPTS) == len(catalogue()), "some challenge left no script"
+    yield
+    rehearsal._SCRIPTS.clear()
+
+
+def test_a_correct_layer_rehearsed_gets_the_same_report_in_fewer_round_trips(scripts):
+    path = ROOT / "reference" / "layers.py"
+    alone, one_by_one = _report(path, CHALLENGES, rehearse=False)
+    rehearsed, counted = _report(path, CHALLENGES, rehearse=True)
+    assert rehearsed == alone
+    assert counted["batches"] and counted["answered"] > counted["batches"]
+    assert counted["requests"] < one_by_one["requests"] - counted["answered"] // 2
+
+
+@pytest.mark.parametrize("challenge,name", [("softmax", "no_max_subtraction.py"), ("linear", "x_matmul_w.py"),
+                                            ("rope", "pairs_by_view.py")])
+def test_a_broken_layer_rehearsed_gets_the_same_report(scripts, challenge, name):
+    path = IMPLEMENTATIONS / challenge / "broken" / name
+    assert _report(path, [challenge], rehearse=True)[0] == _report(path, [challenge], rehearse=False)[0]
+
+
+@pytest.mark.thorough
+@pytest.mark.parametrize("kind", ["correct", "broken"])
+def test_every_library_variant_gets_the_same_report_rehearsed(scripts, kind):
+    """The whole mutant library, as `validator grade` grades it (batch profile, its seed)."""
+    wrong, rehearsed_calls = [], 0
+    for challenge, path in variants(kind):
+        got, counted = _report(path, [challenge], rehearse=True)
+        expected = _report(path, [challenge], rehearse=False)[0]
+        rehearsed_calls += counted["answered"]
+        if got != expected:
+            wrong.append(f"{challenge}/{path.name}: " + "; ".join(
+                f"{k[1]}: {got.get(k)} != {expected.get(k)}" for k in expected if got.get(k) != expected[k]))
+    assert not wrong, "\n".join(wrong)
+    assert rehearsed_calls > 1000
+
+
+@pytest.mark.parametrize("failure", ["timeout", "crash", "short"])
+def test_a_failed_batch_changes_nothing_and_the_submission_goes_on_call_by_call(scripts, failure):
+    """Whatever ends a batch (a hang, a crash, a reply that does not answer every call), the worker is replaced,
+    the calls are made one at a time and the report is the report; the rest of the submission is not rehearsed."""
+    path = ROOT / "reference" / "layers.py"
+    expected = _report(path, CHALLENGES, rehearse=False)[0]
+    original = Worker._roundtrip
+    failed = []
+
+    def roundtrip(self, message, timeout, doing):
+        if message.get("op") == "execute_many" and not failed:
+            failed.append(timeout)
+            if failure == "short":
+                reply = original(self, message, timeout, doing)
+                reply["results"] = reply["results"][:-1]
+                return reply
+            self.kill()
+            raise WorkerFailure(failure, "injected")
+        return original(self, message, timeout, doing)
+
+    Worker._roundtrip = roundtrip
+    try:
+        got, counted = _report(path, CHALLENGES, rehearse=True)
+    finally:
+        Worker._roundtrip = original
+    assert failed and got == expected
+    assert counted["batches"] == 0  # after the failed one, no batch for the rest of the submission
+
+
+def test_a_batch_deadline_is_never_longer_than_its_calls_own_time_outs():
+    """A call slower than its own time-out must not pass because it ran in a batch: the batch's deadline is at
+    most the smallest time-out of its calls, and a short one (twenty times the script's time) bounds a hang."""
+    sent = []
+
+    class FakeWorker:
+        proc = req_fd = reader = load_reply = object()
+        timed_out: dict = {}
+
+        def _roundtrip(self, message, timeout, doing):
+            sent.append((len(message["calls"]), timeout))
+            return {"ok": True, "results": [{"ok": True, "n": i} for i in range(len(message["calls"]))]}
+
+    class FakeContext:
+        worker = FakeWorker()
+
+        @staticmethod
+        def for_student(call):
+            return call
+
+    def step(n, timeout, seconds):
+        return rehearsal.Step(bytes([n]), {"entry": "f", "n": n}, timeout, seconds)
+
+    script = rehearsal.Script([step(0, 30.0, 0.5), step(1, 1.5, 0.0), step(2, 30.0, 0.01), rehearsal.Step(None),
+                               step(4, 30.0, 0.01), step(5, 30.0, 0.01)])
+    run = rehearsal.Rehearsal(FakeContext(), script)
+    assert run._run_ahead(0, script.steps[0]) == {"ok": True, "n": 0}
+    assert sent == [(3, 1.5)] and sorted(run.ahead) == [1, 2]  # stops at the step that is not a plain call
+    run = rehearsal.Rehearsal(FakeContext(), script)
+    run._run_ahead(4, script.steps[4])
+    assert sent[-1] == (2, rehearsal.MIN_DEADLINE_S)
+    assert rehearsal.Rehearsal(FakeContext(), script)._run_ahead(2, script.steps[2]) is None  # nothing to run ahead

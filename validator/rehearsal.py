@@ -1,0 +1,205 @@
+"""Rehearsed calls: the student calls a challenge is about to make, sent ahead many to a request.
+
+A batch slot grades one submission after another with the same checks, the same cases and so the same
+calls: what a submission's checks ask its worker is, call for call, what the last submission that passed
+the challenge asked. Each call is a round trip between the grader and the worker (~0.15 ms of CPU on top
+of the call itself: encoding both ways, system calls, two processes taking turns), ~850 a submission.
+
+So a slot keeps the calls of a challenge's last passing run (its *script*, per process). When a check of
+the next submission makes the call the script has next, the script's following plain calls (up to the
+next call that is not plain: a traced or timed one, a batch of calls, or :data:`MAX_CALLS`) go with it in
+one ``execute_many`` request, and their replies wait in the grader until the checks make those calls.
+Nothing is taken on trust:
+
+- a call is answered from the rehearsal only if it is, byte for byte, the call the script has at that
+  position (its encoded form, grader-side), after every earlier call matched: the worker ran exactly the
+  requests the checks would have sent, in the same order, so each reply is the one it would have given;
+- where a check makes another call (a failure that makes a check run afresh, a call built from an
+  earlier result), the replies run ahead are dropped and the challenge goes on one call at a time. The
+  calls run ahead stay run: code whose results depend on what ran before it may have seen a few calls
+  more (as a replay that misses runs its check again after the calls it made, see validator.checks);
+- a batch that fails (a crash, a hang, malformed replies) changes nothing: the worker is replaced and
+  the calls are made one at a time, so the failure is reported, on the call that has it, as it always
+  is. Its deadline is the smallest time-out of its calls, so a call slower than its own time-out never
+  passes in a batch; a shorter one (twenty times what the script took, at least :data:`MIN_DEADLINE_S`)
+  bounds what a hang costs before it is found again. After a failed batch the submission is graded one
+  call at a time.
+
+Off unless a process asks for it (:data:`ENABLED`; the batch slot does, ``VALIDATOR_NO_REHEARSAL=1``
+turns it off there). tests/test_rehearsal.py proves that the mutant library's verdicts and messages are
+those of a grader without rehearsals.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+ENABLED = [False]
+MAX_CALLS = 32  # a batch's calls: replies stay far under the reply cap, and a failure wastes little
+MIN_DEADLINE_S = 2.0
+_SCRIPTS: dict[tuple, "Script"] = {}
+_SCRIPT_LIMIT = 256
+
+
+@dataclass
+class Step:
+    """One request of a challenge's run: a plain call (``key``: its encoded grader-side form) or another
+    request (``key`` None), which a rehearsal never runs ahead."""
+
+    key: bytes | None
+    call: dict | None = None
+    timeout: float = 0.0
+    seconds: float = 0.0
+
+
+@dataclass
+class Script:
+    steps: list[Step] = field(default_factory=list)
+
+
+def enabled() -> bool:
+    return ENABLED[0] and not os.environ.get("VALIDATOR_NO_REHEARSAL")
+
+
+def script_key(ctx: Any) -> tuple:
+    from validator.spec.schema import graded_digest
+
+    import torch
+
+    return (ctx.challenge.id, graded_digest(ctx.challenge), ctx.seed, ctx.profile, ctx.device,
+            ctx.package is not None, str(torch.get_default_dtype()))
+
+
+class Rehearsal:
+    """The rehearsal of one challenge's run for one submission (see the module's docstring)."""
+
+    def __init__(self, ctx: Any, script: Script | None):
+        self.ctx = ctx
+        self.script = script
+        self.pos = 0  # the script's step the next request is compared with
+        self.ahead: dict[int, dict] = {}  # script position -> a reply run ahead, not yet asked for
+        self.off = script is None
+        self.recorded: list[Step] = []
+        self.batches = self.answered = 0
+
+    @classmethod
+    def begin(cls, ctx: Any) -> "Rehearsal | None":
+        """A rehearsal for ``ctx``'s challenge, or None where rehearsals are off or the worker cannot batch."""
+        from validator.worker.client import Worker
+
+        if not enabled() or not isinstance(ctx.worker, Worker):
+            return None
+        rehearsal = cls(ctx, _SCRIPTS.get(script_key(ctx)))
+        if getattr(ctx.worker, "no_rehearsals", False):
+            rehearsal.off = True
+        return rehearsal
+
+    def end(self, passed: bool) -> None:
+        """After the challenge: a run that passed it becomes the script the next submission is rehearsed with."""
+        if passed and self.recorded:
+            if len(_SCRIPTS) >= _SCRIPT_LIMIT:
+                _SCRIPTS.pop(next(iter(_SCRIPTS)))
+            _SCRIPTS[script_key(self.ctx)] = Script(self.recorded)
+
+    # -- requests ------------------------------------------------------------------------------
+    def other(self, send: Callable[[], Any]) -> Any:
+        """A request that is not a plain call (traced, timed, a batch of calls): never run ahead."""
+        expected = self._next()
+        if expected is None or expected.key is not None:
+            self._diverged()
+        self.recorded.append(Step(None))
+        return send()
+
+    def call(self, call: dict, timeout: float, send: Callable[[], Any]) -> Any:
+        """The reply to the plain call ``call``: run ahead already, run ahead now with the script's next
+        calls, or ``send()`` (one round trip) where the script has something else here."""
+        from validator.worker.protocol import pack
+
+        try:
+            key = pack(call)
+        except (TypeError, ValueError):  # a value only the grader uses: compared with nothing
+            key = None
+        at = self.pos
+        expected = self._next()
+        reply = None
+        if key is None or expected is None or expected.key != key:
+            self._diverged()
+        elif at in self.ahead:
+            reply = self.ahead.pop(at)
+        elif not self.ahead and not self.off:
+            reply = self._run_ahead(at, Step(key, call, timeout, expected.seconds))
+        if reply is not None:
+            self.answered += 1
+            self.recorded.append(Step(key, call, timeout, expected.seconds))
+            return reply
+        started = time.monotonic()
+        reply = send()
+        if key is not None:
+            self.recorded.append(Step(key, call, timeout, time.monotonic() - started))
+        else:
+            self.recorded.append(Step(None))
+        return reply
+
+    # -- internals --------------------------------------------------------------------------------
+    def _next(self) -> Step | None:
+        steps = self.script.steps if self.script is not None else []
+        step = steps[self.pos] if self.pos < len(steps) else None
+        self.pos += 1
+        return step
+
+    def _diverged(self) -> None:
+        """The checks asked for something the script does not have here: no more running ahead."""
+        self.ahead.clear()
+        self.off = True
+
+    def _run_ahead(self, at: int, first: Step) -> dict | None:
+        """Send the call ``first`` with the script's plain calls after it in one request; keep their replies;
+        return ``first``'s. None where there is nothing to run ahead, the worker is not up (the call one at a
+        time starts it as it always does), or the batch failed (the caller sends the call)."""
+        from validator.worker.client import WorkerFailure, _entries_called
+
+        ctx, worker = self.ctx, self.ctx.worker
+        if worker.proc is None or worker.req_fd is None or worker.reader is None or worker.load_reply is None:
+            return None
+        steps = [first]
+        for step in self.script.steps[at + 1:at + MAX_CALLS]:
+            if step.key is None:
+                break
+            steps.append(step)
+        messages = []
+        for step in steps:
+            try:
+                messages.append(ctx.for_student(step.call))
+            except Exception:  # noqa: BLE001 - a call the grader cannot send (its check says why): stop before it
+                break
+        if len(messages) < 2:
+            return None
+        steps = steps[:len(messages)]
+        request = {"op": "execute_many", "calls": messages}
+        if any(entry in worker.timed_out for entry in _entries_called(request)):
+            return None  # an entry that hung once gets its short re-probe, one call at a time
+        deadline = min(min(step.timeout for step in steps),
+                       max(MIN_DEADLINE_S, 20 * sum(step.seconds for step in steps)))
+        try:
+            reply = worker._roundtrip(request, deadline, "running your code")
+        except WorkerFailure as exc:
+            if exc.reason == "forged":
+                raise
+            self._give_up(worker)
+            return None
+        results = reply.get("results") if isinstance(reply, dict) and reply.get("ok") else None
+        if not isinstance(results, list) or len(results) != len(steps) or not all(isinstance(r, dict) for r in results):
+            self._give_up(worker)  # e.g. one output that cannot be encoded: one call at a time says which
+            return None
+        self.batches += 1
+        self.ahead = {at + i: r for i, r in enumerate(results[1:], start=1)}
+        return results[0]
+
+    def _give_up(self, worker: Any) -> None:
+        """A batch failed: a fresh worker, and this submission graded one call at a time from here."""
+        worker.kill()
+        worker.no_rehearsals = True
+        self._diverged()

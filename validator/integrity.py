@@ -1285,6 +1285,11 @@ def scan_submission(student_file: str | Path, banned: list[str], allow: set[str]
         except Unreadable:
             continue
     attrs = _defined_attrs(texts)
+    # what an import of a top-level name may load from the folder, `name.py` or `name/__init__.py`: listed once
+    # here, not looked up for every import of every file (two stat calls each, for each challenge's scan)
+    modules_beside = {p.stem: p for p in siblings if p.exists()}
+    packages_beside = {p.name: p / "__init__.py" for p in folder.iterdir()
+                       if (p / "__init__.py").exists()} if folder.is_dir() else {}
     queue, seen, findings = [student_file], set(), []
     sources: list[Source] = []
     while queue and len(seen) < MAX_FILES:
@@ -1304,8 +1309,8 @@ def scan_submission(student_file: str | Path, banned: list[str], allow: set[str]
         sources.append(Source(path.parent.name if package else path.stem, path.name, text, package))
         for module in _imported_modules(statements):
             top = module.lstrip(".").split(".")[0]
-            for candidate in (folder / f"{top}.py", folder / top / "__init__.py"):
-                if top and candidate.name != student_file.name and candidate.exists() and candidate != path:
+            for candidate in (modules_beside.get(top), packages_beside.get(top)):
+                if top and candidate is not None and candidate.name != student_file.name and candidate != path:
                     queue.append(candidate)
                     break
     roots = None if entries is None else [(student_file.stem, name) for name in entries]

@@ -319,3 +319,16 @@ def test_a_slot_freezes_its_heap_once_after_its_first_submission():
               "slot.settle_heap()\nassert frozen > 0 and gc.get_freeze_count() == frozen, frozen\n")
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_command_keeps_what_lives_out_of_full_collections_only_when_short_lived():
+    """`validator grade`'s own process freezes its heap before grading and after each submission (the reports
+    kept for the class outputs are not walked again by every full collection); a host that lives on, such as
+    this test session, is left alone."""
+    script = ("import gc\nfrom validator import lifetime\nfrom validator.batch.grade import keep_out_of_collections\n"
+              "keep_out_of_collections()\nassert gc.get_freeze_count() == 0\n"
+              "lifetime.SHORT_LIVED = True\nkeep_out_of_collections()\nfirst = gc.get_freeze_count()\n"
+              "kept = [[i] for i in range(1000)]\nkeep_out_of_collections()\n"
+              "assert 0 < first and gc.get_freeze_count() >= first + 1000, (first, gc.get_freeze_count())\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

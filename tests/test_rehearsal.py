@@ -140,9 +140,9 @@ def test_a_batch_deadline_is_never_longer_than_its_calls_own_time_outs():
             return call
 
     def step(n, timeout, seconds):
-        return rehearsal.Step(bytes([n]), {"entry": "f", "n": n}, timeout, seconds)
+        return rehearsal.Step({"entry": "f", "n": n}, timeout, seconds)
 
-    script = rehearsal.Script([step(0, 30.0, 0.5), step(1, 1.5, 0.0), step(2, 30.0, 0.01), rehearsal.Step(None),
+    script = rehearsal.Script([step(0, 30.0, 0.5), step(1, 1.5, 0.0), step(2, 30.0, 0.01), rehearsal.Step(),
                                step(4, 30.0, 0.01), step(5, 30.0, 0.01)])
     run = rehearsal.Rehearsal(FakeContext(), script)
     assert run._run_ahead(0, script.steps[0]) == {"ok": True, "n": 0}
@@ -151,3 +151,32 @@ def test_a_batch_deadline_is_never_longer_than_its_calls_own_time_outs():
     run._run_ahead(4, script.steps[4])
     assert sent[-1] == (2, rehearsal.MIN_DEADLINE_S)
     assert rehearsal.Rehearsal(FakeContext(), script)._run_ahead(2, script.steps[2]) is None  # nothing to run ahead
+
+
+def test_two_calls_are_the_same_request_exactly_when_the_worker_would_be_sent_the_same_bytes(scripts):
+    """same_request stands in for comparing encoded requests: over every call of the catalogue's scripts it agrees
+    with the protocol's encoding, and it tells apart what the encoding tells apart (-0.0, NaN bits, dtypes)."""
+    import copy
+
+    import torch
+
+    from validator.rehearsal import same_request
+    from validator.worker.protocol import pack
+
+    calls = [step.call for script in rehearsal._SCRIPTS.values() for step in script.steps if step.call is not None]
+    assert len(calls) > 300
+    for a, b in zip(calls, calls[1:] + calls[:1]):
+        assert same_request(a, copy.deepcopy(a))
+        assert same_request(a, b) == (pack(a) == pack(b))
+    nan = torch.tensor([1.0, float("nan")])
+    assert same_request({"x": nan}, {"x": nan.clone()}) and not same_request(0.0, -0.0)
+    assert same_request(float("nan"), float("nan")) and not same_request(True, 1) and not same_request((1,), [1])
+    assert not same_request({"a": 1, "b": 2}, {"b": 2, "a": 1})
+    assert not same_request(torch.zeros(2), torch.zeros(2, dtype=torch.float64))
+    assert not same_request(torch.tensor([0.0]), torch.tensor([-0.0]))
+    assert not same_request(torch.zeros(2, 3), torch.zeros(3, 2))
+    assert same_request(torch.tensor([True, False]), torch.tensor([True, False]))
+    assert same_request(torch.ones(2, dtype=torch.bfloat16), torch.ones(2, dtype=torch.bfloat16))
+    z = torch.tensor([1 + 2j])
+    assert same_request(z.conj(), z.conj().resolve_conj()) == (pack(z.conj()) == pack(z.conj().resolve_conj()))
+    assert same_request(torch.float32, torch.float32) and not same_request(torch.float32, torch.float64)

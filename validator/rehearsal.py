@@ -11,8 +11,8 @@ next call that is not plain: a traced or timed one, a batch of calls, or :data:`
 one ``execute_many`` request, and their replies wait in the grader until the checks make those calls.
 Nothing is taken on trust:
 
-- a call is answered from the rehearsal only if it is, byte for byte, the call the script has at that
-  position (its encoded form, grader-side), after every earlier call matched: the worker ran exactly the
+- a call is answered from the rehearsal only if it makes, byte for byte, the request the script's call at
+  that position made (:func:`same_request`), after every earlier call matched: the worker ran exactly the
   requests the checks would have sent, in the same order, so each reply is the one it would have given;
 - where a check makes another call (a failure that makes a check run afresh, a call built from an
   earlier result), the replies run ahead are dropped and the challenge goes on one call at a time. The
@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import torch
+
 ENABLED = [False]
 MAX_CALLS = 32  # a batch's calls: replies stay far under the reply cap, and a failure wastes little
 MIN_DEADLINE_S = 2.0
@@ -46,13 +48,54 @@ _SCRIPT_LIMIT = 256
 
 @dataclass
 class Step:
-    """One request of a challenge's run: a plain call (``key``: its encoded grader-side form) or another
-    request (``key`` None), which a rehearsal never runs ahead."""
+    """One request of a challenge's run: a plain call (``call``, grader-side) or another request (``call``
+    None), which a rehearsal never runs ahead."""
 
-    key: bytes | None
     call: dict | None = None
     timeout: float = 0.0
     seconds: float = 0.0
+
+
+_SCALARS = (str, int, bool, type(None))
+
+
+def same_request(a: Any, b: Any) -> bool:
+    """Whether two grader-side calls make the same request: what the worker would be sent for one, byte for
+    byte, it would be sent for the other (validator.worker.protocol.pack's encoding: a tensor is its dtype,
+    shape, device and bytes; a float its repr, so -0.0 and NaN count). Stricter where that is cheaper: the
+    same types throughout (a tuple is not a list, True is not 1), dict keys in the same order."""
+    kind = type(a)
+    if kind is not type(b):
+        return False
+    if kind in _SCALARS:
+        return a == b
+    if kind is dict:
+        return list(a) == list(b) and all(same_request(a[k], b[k]) for k in a)
+    if kind is list or kind is tuple:
+        return len(a) == len(b) and all(same_request(x, y) for x, y in zip(a, b))
+    if kind is float:
+        return repr(a) == repr(b)
+    if kind is torch.Tensor:
+        return _same_tensor(a, b)
+    if kind is torch.dtype:
+        return a == b
+    return repr(a) == repr(b)
+
+
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.dtype != b.dtype or a.shape != b.shape or a.device != b.device:
+        return False
+    plain = (a.device.type == "cpu" and b.device.type == "cpu" and not (a.is_conj() or a.is_neg() or b.is_conj()
+             or b.is_neg()) and not a.dtype.is_complex and a.element_size() in _BITS)
+    if not plain:
+        from validator.worker.protocol import tensor_bytes
+
+        return tensor_bytes(a) == tensor_bytes(b)
+    bits = _BITS[a.element_size()]
+    return torch.equal(a.detach().view(bits), b.detach().view(bits))  # bit for bit: NaN equals its own bits
 
 
 @dataclass
@@ -66,8 +109,6 @@ def enabled() -> bool:
 
 def script_key(ctx: Any) -> tuple:
     from validator.spec.schema import graded_digest
-
-    import torch
 
     return (ctx.challenge.id, graded_digest(ctx.challenge), ctx.seed, ctx.profile, ctx.device,
             ctx.package is not None, str(torch.get_default_dtype()))
@@ -108,39 +149,30 @@ class Rehearsal:
     def other(self, send: Callable[[], Any]) -> Any:
         """A request that is not a plain call (traced, timed, a batch of calls): never run ahead."""
         expected = self._next()
-        if expected is None or expected.key is not None:
+        if expected is None or expected.call is not None:
             self._diverged()
-        self.recorded.append(Step(None))
+        self.recorded.append(Step())
         return send()
 
     def call(self, call: dict, timeout: float, send: Callable[[], Any]) -> Any:
         """The reply to the plain call ``call``: run ahead already, run ahead now with the script's next
         calls, or ``send()`` (one round trip) where the script has something else here."""
-        from validator.worker.protocol import pack
-
-        try:
-            key = pack(call)
-        except (TypeError, ValueError):  # a value only the grader uses: compared with nothing
-            key = None
         at = self.pos
         expected = self._next()
         reply = None
-        if key is None or expected is None or expected.key != key:
+        if expected is None or expected.call is None or not same_request(call, expected.call):
             self._diverged()
         elif at in self.ahead:
             reply = self.ahead.pop(at)
         elif not self.ahead and not self.off:
-            reply = self._run_ahead(at, Step(key, call, timeout, expected.seconds))
+            reply = self._run_ahead(at, Step(call, timeout, expected.seconds))
         if reply is not None:
             self.answered += 1
-            self.recorded.append(Step(key, call, timeout, expected.seconds))
+            self.recorded.append(Step(call, timeout, expected.seconds))
             return reply
         started = time.monotonic()
         reply = send()
-        if key is not None:
-            self.recorded.append(Step(key, call, timeout, time.monotonic() - started))
-        else:
-            self.recorded.append(Step(None))
+        self.recorded.append(Step(call, timeout, time.monotonic() - started))
         return reply
 
     # -- internals --------------------------------------------------------------------------------
@@ -166,7 +198,7 @@ class Rehearsal:
             return None
         steps = [first]
         for step in self.script.steps[at + 1:at + MAX_CALLS]:
-            if step.key is None:
+            if step.call is None:
                 break
             steps.append(step)
         messages = []

@@ -18,12 +18,12 @@ Nothing is taken on trust:
   earlier result), the replies run ahead are dropped and the challenge goes on one call at a time. The
   calls run ahead stay run: code whose results depend on what ran before it may have seen a few calls
   more (as a replay that misses runs its check again after the calls it made, see validator.checks);
-- a batch that fails (a crash, a hang, malformed replies) changes nothing: the worker is replaced and
-  the calls are made one at a time, so the failure is reported, on the call that has it, as it always
-  is. Its deadline is the smallest time-out of its calls, so a call slower than its own time-out never
-  passes in a batch; a shorter one (twenty times what the script took, at least :data:`MIN_DEADLINE_S`)
-  bounds what a hang costs before it is found again. After a failed batch the submission is graded one
-  call at a time.
+- a batch that fails (a crash, a hang, malformed replies) decides nothing: the worker is replaced (a fresh
+  one, as after any hang or crash) and the calls are made one at a time, so the failure is reported, on
+  the call that has it, as it always is. Its deadline is at most the smallest time-out of its calls, so a
+  call slower than its own time-out never passes in a batch; a shorter one (twenty times what the script
+  took, at least :data:`MIN_DEADLINE_S`) bounds what a hang costs before it is found again. After a
+  failed batch the submission is graded one call at a time.
 
 Off unless a process asks for it (:data:`ENABLED`; the batch slot does, ``VALIDATOR_NO_REHEARSAL=1``
 turns it off there). tests/test_rehearsal.py proves that the mutant library's verdicts and messages are

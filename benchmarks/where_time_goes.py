@@ -103,7 +103,7 @@ def measure(submission: Path | list[Path], *, repeat: int, challenges: list[str]
             wall, cpu = time.perf_counter(), time.process_time()
             report = slot.grade(f"run{n}", str(submissions[n]))
             if n == 0:
-                settle_heap()  # as a slot does after its first submission
+                settle_heap()  # as a slot does after its first submission (this script is short-lived too)
                 continue
             totals["wall"] += time.perf_counter() - wall
             totals["grader"] += time.process_time() - cpu
@@ -183,4 +183,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from validator import lifetime
+
+    lifetime.SHORT_LIVED = True  # a process of its own, like the slot it measures: its heap frozen as a slot's is
     sys.exit(main())

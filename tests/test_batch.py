@@ -314,7 +314,8 @@ def test_a_pools_slots_and_their_workers_run_on_their_own_cpu():
 def test_a_slot_freezes_its_heap_once_after_its_first_submission():
     """What is alive after a slot's first submission lives as long as the slot: it is frozen out of the cyclic
     collector's sight once (validator.batch.slot.settle_heap), in the slot's process, never again."""
-    script = ("import gc\nfrom validator.batch import slot\n"
+    script = ("import gc\nfrom validator import lifetime\nfrom validator.batch import slot\n"
+              "lifetime.SHORT_LIVED = True  # as the slot's process marks itself\n"
               "assert gc.get_freeze_count() == 0\nslot.settle_heap()\nfrozen = gc.get_freeze_count()\n"
               "slot.settle_heap()\nassert frozen > 0 and gc.get_freeze_count() == frozen, frozen\n")
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -325,10 +326,10 @@ def test_the_command_keeps_what_lives_out_of_full_collections_only_when_short_li
     """`validator grade`'s own process freezes its heap before grading and after each submission (the reports
     kept for the class outputs are not walked again by every full collection); a host that lives on, such as
     this test session, is left alone."""
-    script = ("import gc\nfrom validator import lifetime\nfrom validator.batch.grade import keep_out_of_collections\n"
-              "keep_out_of_collections()\nassert gc.get_freeze_count() == 0\n"
-              "lifetime.SHORT_LIVED = True\nkeep_out_of_collections()\nfirst = gc.get_freeze_count()\n"
-              "kept = [[i] for i in range(1000)]\nkeep_out_of_collections()\n"
+    script = ("import gc\nfrom validator import lifetime\n"
+              "lifetime.freeze_heap(collect=1)\nassert gc.get_freeze_count() == 0\n"
+              "lifetime.SHORT_LIVED = True\nlifetime.freeze_heap(collect=1)\nfirst = gc.get_freeze_count()\n"
+              "kept = [[i] for i in range(1000)]\nlifetime.freeze_heap(collect=1)\n"
               "assert 0 < first and gc.get_freeze_count() >= first + 1000, (first, gc.get_freeze_count())\n")
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

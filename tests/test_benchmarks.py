@@ -23,9 +23,9 @@ def test_where_time_goes_counts_every_check_and_call_of_a_graded_submission(tmp_
 
     bench = _load("where_time_goes")
     shutil.copy(ROOT / "reference" / "layers.py", tmp_path / "layers.py")
-    before = (client.Worker.request, client.Worker.close, grading.run_check)
+    before = (client.Worker._roundtrip, client.Worker.close, grading.run_check)
     m = bench.measure(tmp_path, repeat=1, challenges=["softmax"], isolate=False)
-    assert (client.Worker.request, client.Worker.close, grading.run_check) == before
+    assert (client.Worker._roundtrip, client.Worker.close, grading.run_check) == before
     challenge = load_catalogue(paths.challenges_dir())["softmax"]
     assert sum(n for n, *_ in m["by_test"].values()) == len(challenge.checks)
     assert {test for test, row in m["by_test"].items() if row[0]} == {c.test for c in challenge.checks}
@@ -39,8 +39,12 @@ def test_where_time_goes_counts_every_check_and_call_of_a_graded_submission(tmp_
 def test_where_time_goes_grades_different_submissions_of_a_class(tmp_path, capsys):
     """`--class N`: N different submissions after a warm-up, as a class costs (the same file graded again finds
     its source scans already done)."""
+    import gc
+
     bench = _load("where_time_goes")
+    frozen = gc.get_freeze_count()
     assert bench.main(["--class", "2", "--challenges", "softmax", "--no-isolate"]) == 0
+    assert gc.get_freeze_count() == frozen  # a host that lives on (this session) keeps its heap unfrozen
     text = capsys.readouterr().out
     assert text.startswith("2 different submissions of a generated class, 1 challenge, in a warm slot")
     assert "forbidden_source" in text

@@ -247,21 +247,21 @@ _SETTLED = [False]
 
 
 def settle_heap() -> None:
-    """Once, after the slot's first submission: collect, then freeze the heap (``gc.freeze``).
+    """Once, after the slot's first submission: :func:`validator.lifetime.freeze_heap` after a full collection.
 
     What is alive then lives as long as the slot: torch, the catalogue, the reference and its remembered
     results, the replayed cases. Every full collection walked it again (about two a dozen submissions,
-    0.026 CPU-second a submission); frozen, it is out of the collector's sight (0.004), and what later
-    submissions create is collected as before. Only objects in reference cycles wait for the collector,
-    and those alive now are the slot's for good."""
+    0.026 CPU-second a submission); frozen, 0.004."""
     if not _SETTLED[0]:
-        import gc
+        from validator import lifetime
 
-        gc.collect()
-        gc.freeze()
+        lifetime.freeze_heap(collect=2)
         _SETTLED[0] = True
 
 
 if __name__ == "__main__":
+    from validator import lifetime
+
+    lifetime.SHORT_LIVED = True  # a process of its own, for one batch
     sys.stdout = sys.stderr  # nothing of the grader's may land on a descriptor the pool reads
     main(int(sys.argv[1]), int(sys.argv[2]))

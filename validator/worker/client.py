@@ -324,23 +324,6 @@ class _ForkedChild:
 _WARM = False
 
 
-def freeze_if_short_lived() -> None:
-    """In a short-lived process, once warm: freeze the heap (``gc.freeze``).
-
-    Everything alive then (torch, the grader, the spec) lives until exit, yet every full garbage
-    collection walks it again: the one Hypothesis runs the first time it seeds its PRNG (0.1 s, in
-    every forked grader), the interpreter's own, the one at exit. Frozen, it is out of the
-    collector's sight; what is created later is collected as before. Not in a long-lived process
-    (a test session), where frozen objects that later became garbage would stay.
-    """
-    from validator import lifetime
-
-    if lifetime.SHORT_LIVED:
-        import gc
-
-        gc.freeze()
-
-
 def _warm_before_fork() -> None:
     """Pay torch's lazy first-use costs once, here, before the first fork: the first backward, the
     first dispatch-mode trace and the first profiler start each import or initialise hundreds of
@@ -351,7 +334,9 @@ def _warm_before_fork() -> None:
 
         _prepare_template()  # torch's profiler notices on fd 2 are dropped there
         _WARM = True
-        freeze_if_short_lived()
+        from validator import lifetime
+
+        lifetime.freeze_heap()  # torch, the grader, the spec: alive until exit (0.1 s a forked grader saves)
 
 
 def warm_for_regrades() -> None:

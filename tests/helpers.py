@@ -47,6 +47,13 @@ def grade_file(path: str | Path, challenge: str, *, seeds=(0,), profile: str = "
     return out
 
 
+def verdicts(report) -> dict[tuple[str, str], tuple]:
+    """(challenge, check) -> status, score and message: what two gradings of one file must agree on (a timed
+    check's message carries its measured times, which differ from run to run: left out)."""
+    return {(ch.id, c.id): (c.status, c.score, c.message if c.kind != "performance" else "")
+            for ch in report.challenges for c in ch.checks}
+
+
 def code_checks(result: ChallengeResult):
     return [c for c in result.checks if c.kind != "question"]
 

@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import IMPLEMENTATIONS, ROOT, catalogue, variants
+from helpers import IMPLEMENTATIONS, ROOT, catalogue, variants, verdicts
 from validator import rehearsal
 from validator.api import grade
+from validator.package import load_package
 from validator.reference_side import OFFICIAL_SEED
 from validator.worker.client import Worker, WorkerFailure
 
 CHALLENGES = ["softmax", "linear", "rope"]
 
 
-def _report(path, challenges, *, rehearse: bool):
+def _report(path, challenges, *, rehearse: bool, package=None):
     """Status, score and message of each check (a timed check's message carries its times: left out), and how
-    many requests reached the worker and how many calls a rehearsal answered."""
+    many requests reached the worker and how many calls a rehearsal answered. With ``package`` (a repository
+    root), the repository graded in place, through its adapters or its mapping."""
     counted = {"requests": 0, "answered": 0, "batches": 0}
     original_roundtrip, original_end = Worker._roundtrip, rehearsal.Rehearsal.end
 
@@ -37,15 +39,17 @@ def _report(path, challenges, *, rehearse: bool):
     rehearsal.ENABLED[0] = rehearse
     Worker._roundtrip, rehearsal.Rehearsal.end = roundtrip, end
     try:
-        with Worker(path) as worker:
-            report = grade(path, challenges=challenges, seed=OFFICIAL_SEED, profile="batch", answers={},
-                           worker=worker, catalogue=catalogue())
+        if package is not None:
+            report = grade(path, package=load_package(path, catalogue()), challenges=challenges, seed=OFFICIAL_SEED,
+                           profile="batch", answers={}, catalogue=catalogue())
+        else:
+            with Worker(path) as worker:
+                report = grade(path, challenges=challenges, seed=OFFICIAL_SEED, profile="batch", answers={},
+                               worker=worker, catalogue=catalogue())
     finally:
         rehearsal.ENABLED[0] = False
         Worker._roundtrip, rehearsal.Rehearsal.end = original_roundtrip, original_end
-    verdicts = {(ch.id, c.id): (c.status, c.score, c.message if c.kind != "performance" else "")
-                for ch in report.challenges for c in ch.checks}
-    return verdicts, counted
+    return verdicts(report), counted
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +94,34 @@ def test_every_library_variant_gets_the_same_report_rehearsed(scripts, kind):
     assert rehearsed_calls > 1000
 
 
+REPOSITORIES = ROOT / "tests" / "packages"
+THROUGH_REPOSITORIES = ["linear", "rms_norm", "rope", "multihead_self_attention"]
+
+
+@pytest.mark.thorough
+@pytest.mark.parametrize("repo", ["cs336_adapters/plain", "cs336_adapters/fused", "cs336_adapters/heads",
+                                  "cs336_style", "cs336_imports"])
+def test_a_repository_graded_in_place_gets_the_same_report_rehearsed(repo, tmp_path, monkeypatch):
+    """A CS336 repository (its adapters, fused QKV, its own names, a mapping): the calls a check sends are mapped to
+    the repository's parameter names per submission, after the script is matched. Rehearsed after a passing run
+    of the same repository, and with a bug in one layer after that, each gets the report it gets call by call."""
+    import shutil
+
+    monkeypatch.setattr(rehearsal, "_SCRIPTS", {})  # this test's scripts only
+    root = REPOSITORIES / repo
+    _report(root, THROUGH_REPOSITORIES, rehearse=True, package=root)  # the script
+    got, counted = _report(root, THROUGH_REPOSITORIES, rehearse=True, package=root)
+    assert counted["batches"] and got == _report(root, THROUGH_REPOSITORIES, rehearse=False, package=root)[0]
+    if repo == "cs336_adapters/plain":
+        broken = tmp_path / "repo"
+        shutil.copytree(root, broken)
+        layers = broken / "cs336_basics" / "layers.py"
+        layers.write_text(layers.read_text().replace("return x @ self.W.T", "return x @ self.W", 1))
+        got = _report(broken, THROUGH_REPOSITORIES, rehearse=True, package=broken)[0]
+        assert got == _report(broken, THROUGH_REPOSITORIES, rehearse=False, package=broken)[0]
+        assert any(status != "passed" for status, _, _ in got.values())
+
+
 @pytest.mark.parametrize("failure", ["timeout", "crash", "short"])
 def test_a_failed_batch_changes_nothing_and_the_submission_goes_on_call_by_call(scripts, failure):
     """Whatever ends a batch (a hang, a crash, a reply that does not answer every call), the worker is replaced,
@@ -127,6 +159,7 @@ def test_a_batch_deadline_is_never_longer_than_its_calls_own_time_outs():
     class FakeWorker:
         proc = req_fd = reader = load_reply = object()
         timed_out: dict = {}
+        no_rehearsals = False
 
         def _roundtrip(self, message, timeout, doing):
             sent.append((len(message["calls"]), timeout))

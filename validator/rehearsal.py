@@ -122,7 +122,7 @@ class Rehearsal:
         self.script = script
         self.pos = 0  # the script's step the next request is compared with
         self.ahead: dict[int, dict] = {}  # script position -> a reply run ahead, not yet asked for
-        self.off = script is None
+        self.off = script is None or ctx.worker.no_rehearsals
         self.recorded: list[Step] = []
         self.batches = self.answered = 0
 
@@ -133,10 +133,7 @@ class Rehearsal:
 
         if not enabled() or not isinstance(ctx.worker, Worker):
             return None
-        rehearsal = cls(ctx, _SCRIPTS.get(script_key(ctx)))
-        if getattr(ctx.worker, "no_rehearsals", False):
-            rehearsal.off = True
-        return rehearsal
+        return cls(ctx, _SCRIPTS.get(script_key(ctx)))
 
     def end(self, passed: bool) -> None:
         """After the challenge: a run that passed it becomes the script the next submission is rehearsed with."""

@@ -89,6 +89,8 @@ class Worker:
         # Set once a reply came from another process than the worker: nothing more is asked of this
         # submission, and the batch grader voids its report for review (see validator.batch.slot).
         self.forged: str | None = None
+        # Set once a batch of rehearsed calls failed (validator.rehearsal): every later call goes on its own.
+        self.no_rehearsals = False
         self.fresh_interpreter = False  # set by use_device: never forked from this process
 
     def sibling(self) -> "Worker":

@@ -102,8 +102,8 @@ def measure(submission: Path | list[Path], *, repeat: int, challenges: list[str]
             state["worker"] = []
             wall, cpu = time.perf_counter(), time.process_time()
             report = slot.grade(f"run{n}", str(submissions[n]))
+            settle_heap()  # as a slot does after each submission (this script is short-lived too)
             if n == 0:
-                settle_heap()  # as a slot does after its first submission (this script is short-lived too)
                 continue
             totals["wall"] += time.perf_counter() - wall
             totals["grader"] += time.process_time() - cpu

@@ -311,13 +311,16 @@ def test_a_pools_slots_and_their_workers_run_on_their_own_cpu():
         pool.close()
 
 
-def test_a_slot_freezes_its_heap_once_after_its_first_submission():
-    """What is alive after a slot's first submission lives as long as the slot: it is frozen out of the cyclic
-    collector's sight once (validator.batch.slot.settle_heap), in the slot's process, never again."""
-    script = ("import gc\nfrom validator import lifetime\nfrom validator.batch import slot\n"
+def test_a_slot_freezes_its_heap_after_each_submission_and_collects_its_garbage_first():
+    """What a submission leaves alive in a slot is frozen out of the cyclic collector's sight after it
+    (validator.batch.slot.settle_heap), in the slot's process; its cyclic garbage is collected first, not frozen."""
+    script = ("import gc, weakref\nfrom validator import lifetime\nfrom validator.batch import slot\n"
               "lifetime.SHORT_LIVED = True  # as the slot's process marks itself\n"
               "assert gc.get_freeze_count() == 0\nslot.settle_heap()\nfrozen = gc.get_freeze_count()\n"
-              "slot.settle_heap()\nassert frozen > 0 and gc.get_freeze_count() == frozen, frozen\n")
+              "class Node: pass\nkept = [[i] for i in range(1000)]\n"
+              "a, b = Node(), Node(); a.b, b.a = b, a; gone = weakref.ref(a); del a, b\n"
+              "slot.settle_heap()\nassert gone() is None, 'cyclic garbage was frozen'\n"
+              "assert frozen > 0 and gc.get_freeze_count() >= frozen + 1000, (frozen, gc.get_freeze_count())\n")
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
 

@@ -112,3 +112,27 @@ def test_buffers_must_be_numbered_without_a_gap():
     data = struct.pack("<I", len(header)) + header + (struct.pack("<Q", 4) + b"\0" * 4) * 2
     with pytest.raises(ProtocolError, match="missing"):
         _fed(data, chunk=1 << 16)
+
+
+@pytest.mark.skipif(not hasattr(__import__("fcntl"), "F_GETPIPE_SZ"), reason="pipe sizes are Linux's")
+def test_the_request_pipe_is_widened_and_carries_a_message_larger_than_it():
+    """A submission's requests carry ~20 MB of tensors: the request pipe holds 1 MiB, not the default 64 KiB,
+    and a message larger than that still arrives whole (read while it is written)."""
+    import fcntl
+    import threading
+
+    from validator.worker.protocol import PIPE_BYTES, request_pipe
+
+    r, w = request_pipe()
+    try:
+        assert fcntl.fcntl(w, fcntl.F_GETPIPE_SZ) >= PIPE_BYTES
+        big = torch.randn(3 * PIPE_BYTES // 4)  # three times the pipe
+        got = []
+        reader = threading.Thread(target=lambda: got.append(Reader(r).read(deadline=None)))
+        reader.start()
+        write_message(w, {"x": big})
+        reader.join(timeout=60)
+        assert got and torch.equal(got[0]["x"], big)
+    finally:
+        os.close(r)
+        os.close(w)

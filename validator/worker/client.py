@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
 from validator.worker.main import PROFILER_NOISE  # torch profiler lines in a worker's log: nobody's output
 from validator.worker.protocol import (HEADER_CAP_BYTES, MAX_HEADER_DEPTH, REPLY_CAP_BYTES, ChannelClosed,
-                                       ChannelTimeout, ForgedReply, ProtocolError, Reader, channel, watch_process,
-                                       write_message)
+                                       ChannelTimeout, ForgedReply, ProtocolError, Reader, channel, request_pipe,
+                                       watch_process, write_message)
 
 if TYPE_CHECKING:
     from validator.sandbox import Sandbox
@@ -118,7 +118,7 @@ class Worker:
         that imports torch in the background."""
         if self.proc is not None:
             return
-        req_r, req_w = os.pipe()
+        req_r, req_w = request_pipe()
         resp_r, resp_w = channel()
         if self._can_fork():
             _warm_before_fork()
@@ -564,7 +564,7 @@ class SandboxedWorker(Worker):
             return
         if self.deadline is None and self.budget_s:
             self.deadline = time.monotonic() + self.budget_s
-        req_r, req_w = os.pipe()
+        req_r, req_w = request_pipe()
         resp_r, resp_w = channel()
         try:
             pid = self.template.spawn(self.sandbox, (req_r, resp_w, self.log.fileno()))

@@ -84,6 +84,23 @@ def channel() -> tuple[int, int]:
     return ours.detach(), theirs.detach()
 
 
+PIPE_BYTES = 1 << 20  # what Linux lets any process ask of a pipe (/proc/sys/fs/pipe-max-size)
+
+
+def request_pipe() -> tuple[int, int]:
+    """A pipe for requests, ``(read end, write end)``, widened where the platform allows: a submission's
+    requests carry ~20 MB of tensors, and through the default 64 KiB a large one took a write and a wake-up
+    per 64 KiB (4.2 ms of CPU for 5.6 MB across two processes; 1.7 ms through 1 MiB)."""
+    read_end, write_end = os.pipe()
+    try:
+        import fcntl
+
+        fcntl.fcntl(write_end, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+    except (ImportError, OSError):
+        pass  # another platform, or a lower limit: the default pipe works, only slower
+    return read_end, write_end
+
+
 def watch_process(pid: int) -> int | None:
     """A descriptor that becomes readable when ``pid`` exits (a pidfd), or None where there is none."""
     try:

@@ -202,6 +202,34 @@ def test_stand_in_replaces_the_class_for_one_call_and_is_undone():
     assert not torch.allclose(plain["output"], result["output"]), "without stand_ins the student's class runs"
 
 
+def test_stand_ins_reach_the_modules_of_the_submissions_folder_as_they_are_now(tmp_path):
+    """A helper module of the submission's folder that imported the class is patched too; the folder's modules
+    are those whose file is in it at the call (each module's place is remembered, not its verdict)."""
+    import sys
+    import types
+
+    from validator import standins
+
+    namespace = student_namespace()
+    (tmp_path / "sub").mkdir()
+    tmp_path = tmp_path / "sub"
+    helper = types.ModuleType("helper_of_the_submission")
+    helper.Norm = namespace["Norm"]
+    helper.__file__ = str(tmp_path.parent / "elsewhere" / "helper.py")
+    sys.modules[helper.__name__] = helper
+    try:
+        origin = str(tmp_path / "layers.py")
+        standins.patch(namespace, {"Norm": "scaled_tanh_norm"}, origin)()
+        assert all(space is not vars(helper) for space in standins._student_modules(namespace, origin))
+        helper.__file__ = str(tmp_path / "helper.py")  # now in the folder
+        restore = standins.patch(namespace, {"Norm": "scaled_tanh_norm"}, origin)
+        assert helper.Norm is STAND_INS["scaled_tanh_norm"]
+        restore()
+        assert helper.Norm is namespace["Norm"]
+    finally:
+        del sys.modules[helper.__name__]
+
+
 def test_stand_ins_that_cannot_reach_the_block_are_reported_not_raised():
     namespace = student_namespace()
     missing = execute({"Block": namespace["Block"]}, _call("Block", {"Norm": "scaled_tanh_norm"})[0])

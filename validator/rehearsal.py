@@ -201,9 +201,10 @@ class Rehearsal:
             after = at + len(calls)
             same = after >= len(self.script.steps) or self.script.steps[after].group != 0
         replies = None
-        if not same:
+        held = sum(at + i in self.ahead for i in range(len(calls)))
+        if not same or 0 < held < len(calls):  # (a batch never holds part of a request: not by construction)
             self._diverged()
-        elif all(at + i in self.ahead for i in range(len(calls))):
+        elif held:
             replies = [self.ahead.pop(at + i) for i in range(len(calls))]
         elif not self.ahead and not self.off:
             replies = self._run_ahead(at, [Step(c, timeout, step.seconds, step.group)

@@ -95,9 +95,9 @@ def request_pipe() -> tuple[int, int]:
     try:
         import fcntl
 
-        fcntl.fcntl(write_end, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
-    except (ImportError, OSError):
-        pass  # another platform, or a lower limit: the default pipe works, only slower
+        fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (ImportError, AttributeError, OSError):
+        pass  # not Linux, or a lower limit: the default pipe works, only slower
     return read_end, write_end
 
 

@@ -178,102 +178,12 @@ def test_a_batch_deadline_is_never_longer_than_its_calls_own_time_outs():
     script = rehearsal.Script([step(0, 30.0, 0.5), step(1, 1.5, 0.0), step(2, 30.0, 0.01), rehearsal.Step(),
                                step(4, 30.0, 0.01), step(5, 30.0, 0.01)])
     run = rehearsal.Rehearsal(FakeContext(), script)
-    assert run._run_ahead(0, [script.steps[0]]) == [{"ok": True, "n": 0}]
+    assert run._run_ahead(0, script.steps[0]) == {"ok": True, "n": 0}
     assert sent == [(3, 1.5)] and sorted(run.ahead) == [1, 2]  # stops at the step that is not a plain call
     run = rehearsal.Rehearsal(FakeContext(), script)
-    run._run_ahead(4, [script.steps[4]])
+    run._run_ahead(4, script.steps[4])
     assert sent[-1] == (2, rehearsal.MIN_DEADLINE_S)
-    assert rehearsal.Rehearsal(FakeContext(), script)._run_ahead(2, [script.steps[2]]) is None  # nothing ahead
-
-
-class _Worker:
-    """A worker that answers every call with its own ``n`` and notes each request's calls."""
-
-    proc = req_fd = reader = load_reply = object()
-    timed_out: dict = {}
-    no_rehearsals = False
-
-    def __init__(self):
-        self.sent = []
-
-    def _roundtrip(self, message, timeout, doing):
-        self.sent.append([c["n"] for c in message["calls"]])
-        return {"ok": True, "results": [{"ok": True, "n": c["n"]} for c in message["calls"]]}
-
-
-class _Context:
-    def __init__(self):
-        self.worker = _Worker()
-
-    @staticmethod
-    def for_student(call):
-        return call
-
-
-def _call(n):
-    return {"entry": "f", "n": n}
-
-
-def _send(calls):
-    """What sending ``calls`` on their own would answer, noted as a request of its own."""
-    def send():
-        _send.sent.append([c["n"] for c in calls])
-        results = [{"ok": True, "n": c["n"]} for c in calls]
-        return results[0] if len(calls) == 1 and not _send.many else {"ok": True, "results": results}
-    return send
-
-
-def test_calls_made_in_one_request_are_rehearsed_whole_and_never_split():
-    """A check's ``student_many`` is rehearsed as one request: a batch takes all of its calls or none (here the
-    batch's limit falls inside it), its replies come back together, and a plain call that matches one of its
-    calls is not answered from the rehearsal."""
-    steps = [rehearsal.Step(_call(0), 30.0, 0.01)]
-    steps += [rehearsal.Step(_call(1), 30.0, 0.01, 2), rehearsal.Step(_call(2), 30.0, 0.01, 0)]
-    steps += [rehearsal.Step(_call(3), 30.0, 0.01, 3), rehearsal.Step(_call(4), 30.0, 0.01, 0),
-              rehearsal.Step(_call(5), 30.0, 0.01, 0)]
-    script = rehearsal.Script(steps, {"a": 0})
-    ctx = _Context()
-    run = rehearsal.Rehearsal(ctx, script)
-    limit = rehearsal.MAX_CALLS
-    rehearsal.MAX_CALLS = 4
-    try:
-        _send.sent, _send.many = [], False
-        assert run.call(_call(0), 30.0, _send([_call(0)])) == {"ok": True, "n": 0}
-        assert ctx.worker.sent == [[0, 1, 2]] and _send.sent == []  # the group of three would pass the limit
-        _send.many = True
-        assert run.many([_call(1), _call(2)], 30.0, _send([_call(1), _call(2)])) == \
-            {"ok": True, "results": [{"ok": True, "n": 1}, {"ok": True, "n": 2}]}
-        assert run.many([_call(3), _call(4), _call(5)], 30.0, _send([_call(3), _call(4), _call(5)]))["results"][2] \
-            == {"ok": True, "n": 5}
-        assert ctx.worker.sent == [[0, 1, 2]] and _send.sent == [[3, 4, 5]]  # alone: its own request, as it was
-        assert [(s.call, s.group) for s in run.recorded] == [(s.call, s.group) for s in steps]
-        again = rehearsal.Rehearsal(_Context(), script)
-        _send.sent, _send.many = [], False
-        again.call(_call(0), 30.0, _send([_call(0)]))
-        assert again.call(_call(1), 30.0, _send([_call(1)])) == {"ok": True, "n": 1}
-        assert _send.sent == [[1]] and again.off, "one call of a request of two: sent on its own, and no more ahead"
-    finally:
-        rehearsal.MAX_CALLS = limit
-
-
-def test_after_a_check_makes_other_calls_the_next_check_is_rehearsed_from_its_own_place():
-    """A check that makes calls the script does not have goes on one call at a time; the next check, whose calls
-    come from its own seed, is rehearsed again from where the script has it."""
-    steps = [rehearsal.Step(_call(n), 30.0, 0.01) for n in range(6)]
-    script = rehearsal.Script(steps, {"a": 0, "b": 3})
-    ctx = _Context()
-    run = rehearsal.Rehearsal(ctx, script)
-    _send.sent, _send.many = [], False
-    run.at_check("a")
-    run.call(_call(0), 30.0, _send([_call(0)]))
-    assert ctx.worker.sent == [[0, 1, 2, 3, 4, 5]]
-    assert run.call(_call(9), 30.0, _send([_call(9)])) == {"ok": True, "n": 9} and run.off  # another call
-    assert _send.sent == [[9]]
-    run.at_check("b")
-    assert not run.off and run.call(_call(3), 30.0, _send([_call(3)])) == {"ok": True, "n": 3}
-    assert ctx.worker.sent == [[0, 1, 2, 3, 4, 5], [3, 4, 5]], "check b's calls run (again) as a batch of their own"
-    assert run.call(_call(4), 30.0, _send([_call(4)])) == {"ok": True, "n": 4} and _send.sent == [[9]]
-    assert run.starts == {"a": 0, "b": 2}
+    assert rehearsal.Rehearsal(FakeContext(), script)._run_ahead(2, script.steps[2]) is None  # nothing to run ahead
 
 
 def test_two_calls_are_the_same_request_exactly_when_the_worker_would_be_sent_the_same_bytes(scripts):

@@ -24,16 +24,27 @@ def _report(path, challenges, *, rehearse: bool, package=None):
     """Status, score and message of each check (a timed check's message carries its times: left out), and how
     many requests reached the worker and how many calls a rehearsal answered. With ``package`` (a repository
     root), the repository graded in place, through its adapters or its mapping."""
-    counted = {"requests": 0, "answered": 0, "batches": 0}
+    counted = {"requests": 0, "answered": 0, "batches": 0, "failed_batches": [], "scripts": 0, "rehearsals": 0}
     original_roundtrip, original_end = Worker._roundtrip, rehearsal.Rehearsal.end
 
-    def roundtrip(self, message, *args, **kwargs):
+    def roundtrip(self, message, timeout, *args, **kwargs):
+        import time
+
         counted["requests"] += 1
-        return original_roundtrip(self, message, *args, **kwargs)
+        started = time.monotonic()
+        try:
+            return original_roundtrip(self, message, timeout, *args, **kwargs)
+        except WorkerFailure as exc:  # a failed batch, named in an assertion's message (why nothing was rehearsed)
+            if message.get("op") == "execute_many":
+                counted["failed_batches"].append(f"{exc.reason} after {time.monotonic() - started:.2f} s of "
+                                                 f"{timeout:.2f}")
+            raise
 
     def end(self, passed):
         counted["answered"] += self.answered
         counted["batches"] += self.batches
+        counted["rehearsals"] += 1
+        counted["scripts"] += bool(passed and self.recorded)
         return original_end(self, passed)
 
     rehearsal.ENABLED[0] = rehearse
@@ -109,9 +120,11 @@ def test_a_repository_graded_in_place_gets_the_same_report_rehearsed(repo, tmp_p
 
     monkeypatch.setattr(rehearsal, "_SCRIPTS", {})  # this test's scripts only
     root = REPOSITORIES / repo
-    _report(root, THROUGH_REPOSITORIES, rehearse=True, package=root)  # the script
+    recording = _report(root, THROUGH_REPOSITORIES, rehearse=True, package=root)[1]  # the script
     got, counted = _report(root, THROUGH_REPOSITORIES, rehearse=True, package=root)
-    assert counted["batches"] and got == _report(root, THROUGH_REPOSITORIES, rehearse=False, package=root)[0]
+    # what was recorded and rehearsed, and why not where nothing was
+    assert counted["batches"], {"recording": recording, "rehearsed": counted, "scripts": list(rehearsal._SCRIPTS)}
+    assert got == _report(root, THROUGH_REPOSITORIES, rehearse=False, package=root)[0]
     if repo == "cs336_adapters/plain":
         broken = tmp_path / "repo"
         shutil.copytree(root, broken)

@@ -260,6 +260,8 @@ def grade_challenge(challenge: Challenge, *, run: Run, worker: Worker, ref: Refe
                              title=check.title, message=f"not graded until {', '.join(unmet)} passes: "
                              "this check only means something for a working implementation")
         else:
+            if ctx.rehearsal is not None:
+                ctx.rehearsal.at_check(check.id)
             cr = run_check(ctx, check, run.student_arg)
             if cr.kind in VALUE_KINDS and cr.status == "failed":
                 ctx.wrong_values.append(cr.id)

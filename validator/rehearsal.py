@@ -7,15 +7,18 @@ of the call itself: encoding both ways, system calls, two processes taking turns
 
 So a slot keeps the calls of a challenge's last passing run (its *script*, per process). When a check of
 the next submission makes the call the script has next, the script's following plain calls (up to the
-next call that is not plain: a traced or timed one, a batch of calls, or :data:`MAX_CALLS`) go with it in
-one ``execute_many`` request, and their replies wait in the grader until the checks make those calls.
-Nothing is taken on trust:
+next call that is not plain: a traced or timed one, or :data:`MAX_CALLS`) go with it in one
+``execute_many`` request, and their replies wait in the grader until the checks make those calls. Calls a
+check makes in one request (``Context.student_many``) are rehearsed as one: a batch holds all of them or
+none. Nothing is taken on trust:
 
 - a call is answered from the rehearsal only if it makes, byte for byte, the request the script's call at
-  that position made (:func:`same_request`), after every earlier call matched: the worker ran exactly the
-  requests the checks would have sent, in the same order, so each reply is the one it would have given;
+  that position made (:func:`same_request`), every call between the batch and it having matched too: the
+  worker ran exactly the requests the checks would have sent, in the same order, so each reply is the one
+  it would have given;
 - where a check makes another call (a failure that makes a check run afresh, a call built from an
-  earlier result), the replies run ahead are dropped and the challenge goes on one call at a time. The
+  earlier result), the replies run ahead are dropped and the check goes on one call at a time; the next
+  check starts again at its own place in the script (checks draw their calls from their own seeds). The
   calls run ahead stay run: code whose results depend on what ran before it may have seen a few calls
   more (as a replay that misses runs its check again after the calls it made, see validator.checks);
 - a batch that fails (a crash, a hang, malformed replies) decides nothing: the worker is replaced (a fresh
@@ -48,12 +51,14 @@ _SCRIPT_LIMIT = 256
 
 @dataclass
 class Step:
-    """One request of a challenge's run: a plain call (``call``, grader-side) or another request (``call``
-    None), which a rehearsal never runs ahead."""
+    """One call of a challenge's run: a plain call (``call``, grader-side) or another request (``call``
+    None: traced, timed), which a rehearsal never runs ahead. ``group``: how many calls the request that
+    starts here made (1, or the calls of a ``student_many``), 0 for the second and later calls of one."""
 
     call: dict | None = None
     timeout: float = 0.0
     seconds: float = 0.0
+    group: int = 1
 
 
 _SCALARS = (str, int, bool, type(None))
@@ -101,6 +106,7 @@ def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
 @dataclass
 class Script:
     steps: list[Step] = field(default_factory=list)
+    starts: dict[str, int] = field(default_factory=dict)  # check id -> its first step
 
 
 def enabled() -> bool:
@@ -124,6 +130,7 @@ class Rehearsal:
         self.ahead: dict[int, dict] = {}  # script position -> a reply run ahead, not yet asked for
         self.off = script is None or ctx.worker.no_rehearsals
         self.recorded: list[Step] = []
+        self.starts: dict[str, int] = {}
         self.batches = self.answered = 0
 
     @classmethod
@@ -140,11 +147,21 @@ class Rehearsal:
         if passed and self.recorded:
             if len(_SCRIPTS) >= _SCRIPT_LIMIT:
                 _SCRIPTS.pop(next(iter(_SCRIPTS)))
-            _SCRIPTS[script_key(self.ctx)] = Script(self.recorded)
+            _SCRIPTS[script_key(self.ctx)] = Script(self.recorded, self.starts)
+
+    def at_check(self, check_id: str) -> None:
+        """A check starts. Checks draw their calls from their own seeds, so where an earlier check made other
+        calls than the script's, this one starts again at its own place in the script."""
+        self.starts.setdefault(check_id, len(self.recorded))
+        start = self.script.starts.get(check_id) if self.script is not None else None
+        if start is None or self.ctx.worker.no_rehearsals or (self.pos == start and not self.off):
+            return
+        self.ahead.clear()  # what ran ahead for calls the last check did not make stays run, unanswered
+        self.pos, self.off = start, False
 
     # -- requests ------------------------------------------------------------------------------
     def other(self, send: Callable[[], Any]) -> Any:
-        """A request that is not a plain call (traced, timed, a batch of calls): never run ahead."""
+        """A request that is not a plain call (traced, timed): never run ahead."""
         expected = self._next()
         if expected is None or expected.call is not None:
             self._diverged()
@@ -154,23 +171,49 @@ class Rehearsal:
     def call(self, call: dict, timeout: float, send: Callable[[], Any]) -> Any:
         """The reply to the plain call ``call``: run ahead already, run ahead now with the script's next
         calls, or ``send()`` (one round trip) where the script has something else here."""
-        at = self.pos
-        expected = self._next()
-        reply = None
-        if expected is None or expected.call is None or not same_request(call, expected.call):
-            self._diverged()
-        elif at in self.ahead:
-            reply = self.ahead.pop(at)
-        elif not self.ahead and not self.off:
-            reply = self._run_ahead(at, Step(call, timeout, expected.seconds))
-        if reply is not None:
-            self.answered += 1
-            self.recorded.append(Step(call, timeout, expected.seconds))
-            return reply
+        replies = self._answer([call], timeout)
+        if replies is not None:
+            return replies[0]
         started = time.monotonic()
         reply = send()
         self.recorded.append(Step(call, timeout, time.monotonic() - started))
         return reply
+
+    def many(self, calls: list[dict], timeout: float, send: Callable[[], Any]) -> Any:
+        """The reply to ``calls`` made in one request (``Context.student_many``): as :meth:`call`, for all of
+        them at once (a batch never splits them), or ``send()``."""
+        replies = self._answer(calls, timeout)
+        if replies is not None:
+            return {"ok": True, "results": replies}
+        started = time.monotonic()
+        reply = send()
+        seconds = (time.monotonic() - started) / max(1, len(calls))
+        self.recorded.extend(Step(c, timeout, seconds, len(calls) if i == 0 else 0) for i, c in enumerate(calls))
+        return reply
+
+    def _answer(self, calls: list[dict], timeout: float) -> list[dict] | None:
+        """The replies to ``calls`` (one request's) from the rehearsal, recorded, or None (the caller sends them)."""
+        at = self.pos
+        expected = [self._next() for _ in calls]
+        same = all(step is not None and step.call is not None and step.group == (len(calls) if i == 0 else 0)
+                   and same_request(call, step.call) for i, (call, step) in enumerate(zip(calls, expected)))
+        if same:  # and the script's request had no more calls than these
+            after = at + len(calls)
+            same = after >= len(self.script.steps) or self.script.steps[after].group != 0
+        replies = None
+        held = sum(at + i in self.ahead for i in range(len(calls)))
+        if not same or 0 < held < len(calls):  # (a batch never holds part of a request: not by construction)
+            self._diverged()
+        elif held:
+            replies = [self.ahead.pop(at + i) for i in range(len(calls))]
+        elif not self.ahead and not self.off:
+            replies = self._run_ahead(at, [Step(c, timeout, step.seconds, step.group)
+                                           for c, step in zip(calls, expected)])
+        if replies is None:
+            return None
+        self.answered += len(calls)
+        self.recorded.extend(Step(c, timeout, step.seconds, step.group) for c, step in zip(calls, expected))
+        return replies
 
     # -- internals --------------------------------------------------------------------------------
     def _next(self) -> Step | None:
@@ -184,27 +227,37 @@ class Rehearsal:
         self.ahead.clear()
         self.off = True
 
-    def _run_ahead(self, at: int, first: Step) -> dict | None:
-        """Send the call ``first`` with the script's plain calls after it in one request; keep their replies;
-        return ``first``'s. None where there is nothing to run ahead, the worker is not up (the call one at a
-        time starts it as it always does), or the batch failed (the caller sends the call)."""
+    def _run_ahead(self, at: int, first: list[Step]) -> list[dict] | None:
+        """Send the calls ``first`` (one request's) with the script's plain calls after them in one request (whole
+        requests only); keep their replies; return ``first``'s. None where there is nothing to run ahead, the
+        worker is not up (the call one at a time starts it as it always does), or the batch failed (the caller
+        sends the calls)."""
         from validator.worker.client import WorkerFailure, _entries_called
 
         ctx, worker = self.ctx, self.ctx.worker
         if worker.proc is None or worker.req_fd is None or worker.reader is None or worker.load_reply is None:
             return None
-        steps = [first]
-        for step in self.script.steps[at + 1:at + MAX_CALLS]:
-            if step.call is None:
+        steps = list(first)
+        following = self.script.steps[at + len(first):]
+        n = 0
+        while n < len(following) and following[n].call is not None and following[n].group >= 1:
+            size = following[n].group
+            whole = following[n:n + size]
+            if len(whole) < size or any(step.call is None or step.group != 0 for step in whole[1:]) \
+                    or len(steps) + size > MAX_CALLS:
                 break
-            steps.append(step)
+            steps.extend(whole)
+            n += size
         messages = []
         for step in steps:
             try:
                 messages.append(ctx.for_student(step.call))
             except Exception:  # noqa: BLE001 - a call the grader cannot send (its check says why): stop before it
                 break
-        if len(messages) < 2:
+        if len(messages) < len(steps):  # stopped before a call: none of its request's calls goes
+            while len(messages) > len(first) and steps[len(messages)].group == 0:
+                messages.pop()
+        if len(messages) <= len(first):
             return None
         steps = steps[:len(messages)]
         request = {"op": "execute_many", "calls": messages}
@@ -224,8 +277,8 @@ class Rehearsal:
             self._give_up(worker)  # e.g. one output that cannot be encoded: one call at a time says which
             return None
         self.batches += 1
-        self.ahead = {at + i: r for i, r in enumerate(results[1:], start=1)}
-        return results[0]
+        self.ahead = {at + i: r for i, r in enumerate(results[len(first):], start=len(first))}
+        return results[:len(first)]
 
     def _give_up(self, worker: Any) -> None:
         """A batch failed: a fresh worker, and this submission graded one call at a time from here."""

@@ -139,13 +139,23 @@ def tensor_bytes(t: torch.Tensor) -> bytes:
     return ctypes.string_at(plain.data_ptr(), nbytes) if nbytes else b""
 
 
-def _memory_of(plain: torch.Tensor) -> memoryview:
-    """A byte view of a :func:`plain_tensor`'s own memory, no copy: valid while ``plain`` is alive and unchanged
-    (:func:`write_message` holds it until the message is written)."""
+_VIEWED_FROM = 1 << 16  # below this many bytes a copy is cheaper than a view of the tensor's memory
+try:  # a read-only memoryview over raw memory: no copy, and no ctypes array type made per size
+    _MEMORY_VIEW = ctypes.pythonapi.PyMemoryView_FromMemory
+    _MEMORY_VIEW.restype = ctypes.py_object
+    _MEMORY_VIEW.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int)
+except (AttributeError, ValueError):  # another interpreter: every tensor is copied
+    _MEMORY_VIEW = None
+_PYBUF_READ = 0x100
+
+
+def _values_of(plain: torch.Tensor) -> bytes | memoryview:
+    """A :func:`plain_tensor`'s values to write: a view of its own memory where it is large (valid while ``plain``
+    is alive and unchanged: :func:`write_message` holds it until the message is written), else a copy."""
     nbytes = plain.numel() * plain.element_size()
-    if not nbytes:
-        return memoryview(b"")
-    return memoryview((ctypes.c_ubyte * nbytes).from_address(plain.data_ptr())).cast("B")
+    if nbytes < _VIEWED_FROM or _MEMORY_VIEW is None:
+        return tensor_bytes(plain)
+    return _MEMORY_VIEW(plain.data_ptr(), nbytes, _PYBUF_READ)
 
 
 _AS_IS = frozenset({str, int, bool, type(None)})  # JSON already: returned untouched
@@ -260,7 +270,7 @@ def write_message(fd: int, message: Any, deadline: float | None = None) -> None:
     head, tensors = _encoded(message)
     views = [memoryview(head)]
     for t in tensors:  # `tensors` keeps each one alive (and unchanged: nothing else runs) until written
-        data = _memory_of(t)
+        data = _values_of(t)
         views.append(memoryview(struct.pack("<Q", len(data))))
         if len(data):
             views.append(data)

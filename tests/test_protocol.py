@@ -139,12 +139,10 @@ def test_the_request_pipe_is_widened_and_carries_a_message_larger_than_it():
 
 
 def test_what_is_written_is_packs_bytes_whatever_the_tensors():
-    """write_message writes large tensors straight from their memory and copies small ones: byte for byte what
-    pack() makes, through a non-blocking pipe that takes the message in pieces, for every kind of tensor that a
-    reply carries (a subclass, a transposed and a conjugated view, bool, bfloat16, complex, empty, meta)."""
+    """write_message writes byte for byte what pack() makes, through a non-blocking pipe that takes the message in
+    pieces, for every kind of tensor that a reply carries (a subclass, a transposed and a conjugated view, bool,
+    bfloat16, complex, empty, meta)."""
     import threading
-
-    from validator.worker import protocol
 
     class Odd(torch.Tensor):
         pass
@@ -154,7 +152,6 @@ def test_what_is_written_is_packs_bytes_whatever_the_tensors():
                "z": torch.randn(9000, dtype=torch.complex64).conj(), "b": torch.rand(70_000) > 0.5,
                "h": torch.randn(40_000).to(torch.bfloat16), "small": [torch.arange(3), torch.empty(0, 4)],
                "m": torch.empty(3, device="meta"), "n": 2, "s": "x"}
-    assert protocol._VIEWED_FROM < big.numel() * 4 and torch.arange(3).numel() * 8 < protocol._VIEWED_FROM
     expected = pack(message)
     r, w = os.pipe()
     os.set_blocking(w, False)

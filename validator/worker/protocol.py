@@ -120,50 +120,24 @@ def dtype_from_name(name: str) -> torch.dtype:
         raise ProtocolError(f"unsupported dtype {name!r}") from None
 
 
-def plain_tensor(t: torch.Tensor) -> torch.Tensor:
-    """``t``'s values as a plain, dense, row-major CPU tensor: ``t`` itself where it already is one (the grader's
-    own tensors, mostly), else a copy, so that a subclass or odd strides never reach the bytes sent."""
-    if type(t) is torch.Tensor and t.device.type == "cpu" and t.is_contiguous() and not t.is_conj() and not t.is_neg():
-        return t
-    return torch.Tensor._make_subclass(torch.Tensor, t.detach()).to("cpu").contiguous()
-
-
 def tensor_bytes(t: torch.Tensor) -> bytes:
     """The raw bytes of a tensor's values, in row-major order, as a plain copy.
 
     Works for every dtype torch has (bfloat16, bool and complex included) and
     needs no numpy, which the CPU wheel of torch does not pull in.
     """
-    plain = plain_tensor(t)
+    if type(t) is torch.Tensor and t.device.type == "cpu" and t.is_contiguous() and not t.is_conj() and not t.is_neg():
+        plain = t  # already what the conversions below would make (the grader's own tensors, mostly)
+    else:
+        plain = torch.Tensor._make_subclass(torch.Tensor, t.detach()).to("cpu").contiguous()
     nbytes = plain.numel() * plain.element_size()
     return ctypes.string_at(plain.data_ptr(), nbytes) if nbytes else b""
-
-
-_VIEWED_FROM = 1 << 16  # below this many bytes a copy is cheaper than a view of the tensor's memory
-try:  # a read-only memoryview over raw memory: no copy, and no ctypes array type made per size
-    _MEMORY_VIEW = ctypes.pythonapi.PyMemoryView_FromMemory
-    _MEMORY_VIEW.restype = ctypes.py_object
-    _MEMORY_VIEW.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int)
-except (AttributeError, ValueError):  # another interpreter: every tensor is copied
-    _MEMORY_VIEW = None
-_PYBUF_READ = 0x100
-
-
-def _values_of(plain: torch.Tensor) -> bytes | memoryview:
-    """A :func:`plain_tensor`'s values to write: a view of its own memory where it is large (valid while ``plain``
-    is alive and unchanged: :func:`write_message` holds it until the message is written), else a copy."""
-    nbytes = plain.numel() * plain.element_size()
-    if nbytes < _VIEWED_FROM or _MEMORY_VIEW is None:
-        return tensor_bytes(plain)
-    return _MEMORY_VIEW(plain.data_ptr(), nbytes, _PYBUF_READ)
 
 
 _AS_IS = frozenset({str, int, bool, type(None)})  # JSON already: returned untouched
 
 
-def _encode(obj: Any, buffers: list[torch.Tensor]) -> Any:
-    """``obj`` as JSON, each tensor a description whose ``__tensor__`` numbers its values in ``buffers`` (a
-    :func:`plain_tensor` of it: a subclass or odd strides can't leak through)."""
+def _encode(obj: Any, buffers: list[bytes]) -> Any:
     if type(obj) in _AS_IS:  # the plain values first, then the containers: a message is mostly these
         return obj
     if isinstance(obj, dict):
@@ -176,7 +150,8 @@ def _encode(obj: Any, buffers: list[torch.Tensor]) -> Any:
         if obj.device.type == "meta":
             meta["__tensor__"] = None
             return meta
-        buffers.append(plain_tensor(obj))
+        # A copy of the bytes of a dense CPU tensor: a subclass or odd strides can't leak through.
+        buffers.append(tensor_bytes(obj))
         return meta
     if obj is None or isinstance(obj, (bool, int, float, str)):
         if isinstance(obj, float) and obj != obj:
@@ -239,61 +214,34 @@ def _described(meta: dict) -> tuple[torch.dtype, list[int], int]:
     return dtype, shape, nbytes
 
 
-def _encoded(message: Any) -> tuple[bytes, list[torch.Tensor]]:
-    """The message's header (length-prefixed JSON) and its tensors, in buffer order."""
-    tensors: list[torch.Tensor] = []
-    header = json.dumps(_encode(message, tensors), allow_nan=False).encode()
-    return struct.pack("<I", len(header)) + header, tensors
-
-
 def pack(message: Any) -> bytes:
-    """The bytes :func:`write_message` writes for ``message``: the header, then each tensor's length and values."""
-    head, tensors = _encoded(message)
-    parts = [head]
-    for t in tensors:
-        data = tensor_bytes(t)
-        parts.append(struct.pack("<Q", len(data)))
-        parts.append(data)
+    buffers: list[bytes] = []
+    header = json.dumps(_encode(message, buffers), allow_nan=False).encode()
+    parts = [struct.pack("<I", len(header)), header]
+    for b in buffers:
+        parts.append(struct.pack("<Q", len(b)))
+        parts.append(b)
     return b"".join(parts)
 
 
-_WRITE_IOV = 512  # buffers one write gathers (the kernel's limit is 1024)
-
-
 def write_message(fd: int, message: Any, deadline: float | None = None) -> None:
-    """Write one message (:func:`pack`'s bytes), each tensor's values straight from its memory: a submission's
-    ~50 MB of requests and replies are not copied twice more on the way (into a bytes object each, then into one
-    message). Everything is encoded before anything is written: a value that cannot be encoded raises, and the
-    channel holds nothing of the message. With a deadline the descriptor must be non-blocking: a reader that
-    stops reading (a worker stuck writing replies nobody asked for) is a :class:`ChannelTimeout`, never a grader
-    blocked for ever."""
-    head, tensors = _encoded(message)
-    views = [memoryview(head)]
-    for t in tensors:  # `tensors` keeps each one alive (and unchanged: nothing else runs) until written
-        data = _values_of(t)
-        views.append(memoryview(struct.pack("<Q", len(data))))
-        if len(data):
-            views.append(data)
-    at = 0
-    while at < len(views):
+    """Write one message. With a deadline the descriptor must be non-blocking: a reader that
+    stops reading (a worker stuck writing replies nobody asked for) is a :class:`ChannelTimeout`,
+    never a grader blocked for ever."""
+    data = memoryview(pack(message))
+    while data:
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ChannelTimeout("timed out sending a request to the worker")
             select.select([], [fd], [], left)
         try:
-            n = os.writev(fd, views[at:at + _WRITE_IOV])
+            n = os.write(fd, data)
         except BlockingIOError:
             if deadline is None:
                 select.select([], [fd], [])
             continue
-        while n:  # move past what this write took
-            if n >= len(views[at]):
-                n -= len(views[at])
-                at += 1
-            else:
-                views[at] = views[at][n:]
-                n = 0
+        data = data[n:]
 
 
 class Reader:

@@ -170,3 +170,29 @@ def test_what_is_written_is_packs_bytes_whatever_the_tensors():
         reader.join(timeout=60)
         os.close(r)
     assert b"".join(chunks) == expected
+
+
+def test_the_fast_header_is_the_plain_walks_byte_for_byte():
+    """A header is written by JSON's C encoder, which calls back only for tensors and dtypes; where it stops (a
+    NaN, an infinity, a key JSON cannot write) the message is walked in Python. Either way the same bytes, the
+    same buffers: a tensor subclass, a view, meta, a dtype, torch.Size, an unknown object, keys of every kind."""
+    import json
+
+    from validator.worker import protocol
+
+    class Sub(torch.Tensor):
+        pass
+
+    class Thing:
+        def __repr__(self):
+            return "<thing>"
+
+    base = {"a": [1, 2.5, "x", None, True, (3, 4), torch.Size([2, 3])], "t": torch.randn(3, 4).T,
+            "d": torch.float16, "s": torch.Tensor._make_subclass(Sub, torch.zeros(2)), 5: "an int key",
+            "meta": torch.empty(2, device="meta"), 2.5: "a float key", "o": Thing(), "big": 10 ** 30, "z": -0.0}
+    for message in [base, dict(base, nan=[float("nan")]), dict(base, keys={True: 1, None: 2, False: 3}),
+                    dict(base, tuple_key={(1, 2): 3}), {"inf": float("-inf"), "x": torch.ones(2)}]:
+        walked, fast = [], []
+        assert protocol._header(message, fast) == json.dumps(protocol._encode(message, walked), allow_nan=False).encode()
+        assert fast == walked
+    assert roundtrip({"k": {True: torch.ones(1)}})["k"]["true"].item() == 1.0

@@ -314,3 +314,34 @@ def test_the_pytest_plugin_grades_a_repository_through_its_adapters(tmp_path):
                            "-q"], cwd=root, env=clean_env(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "passed" in done.stdout and "1 skipped" in done.stdout, done.stdout  # the signature: not graded
+
+
+def test_a_tests_namespace_package_the_grader_imported_does_not_hide_the_repositorys(tmp_path):
+    """The worker is forked from the grader's process. Where that process had imported a ``tests`` namespace
+    package of another folder (a test session's ``from tests.x import y``, a course's own tooling), the
+    repository's ``tests.adapters`` must still be found: each check ran "not run: see the problem above" in a
+    test session that had imported the project's own tests that way."""
+    import importlib
+    import sys
+
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "tests").mkdir(parents=True)  # no __init__.py: a namespace package, as pytest's rootdir tests
+    (elsewhere / "tests" / "helper_mod.py").write_text("X = 1\n")
+    saved = {name: mod for name, mod in sys.modules.items() if name == "tests" or name.startswith("tests.")}
+    for name in saved:
+        del sys.modules[name]
+    sys.path.insert(0, str(elsewhere))
+    try:
+        importlib.import_module("tests.helper_mod")
+        assert sys.modules["tests"].__file__ is None  # the stale namespace package, now in this process
+        root = Path(__file__).parent / "packages" / "cs336_adapters" / "plain"
+        report = grade(root, package=load_package(root, catalogue()), challenges=["linear"], seed=11,
+                       profile="batch", answers={}, catalogue=catalogue())
+    finally:
+        sys.path.remove(str(elsewhere))
+        for name in [n for n in sys.modules if n == "tests" or n.startswith("tests.")]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+    linear = report.challenges[0]
+    assert linear.problem is None, linear.problem
+    assert all(c.status in ("passed", "skipped") for c in linear.checks if c.kind != "question")

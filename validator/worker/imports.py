@@ -50,6 +50,17 @@ def _under(path: str, root: str) -> bool:
     return path == root.rstrip(os.sep) or path.startswith(root)
 
 
+def _folders(module: Any) -> list[str]:
+    """Where a module was loaded from: its file, or a namespace package's folders (absolute); [] if neither."""
+    file = getattr(module, "__file__", None)
+    if file:
+        return [os.path.abspath(file)]
+    try:
+        return [os.path.abspath(str(p)) for p in (getattr(module, "__path__", None) or [])]
+    except Exception:  # noqa: BLE001 - an exotic __path__: known nowhere
+        return []
+
+
 class StagedPackage:
     """The import machinery for one staged package root (one per worker process)."""
 
@@ -87,9 +98,8 @@ class StagedPackage:
             top = name.partition(".")[0]
             if top not in self.own or top in ("validator", "reference") or self.is_own(module, name):
                 continue
-            file = getattr(module, "__file__", None) or ""
-            if file and not any(_under(os.path.abspath(file), os.path.join(os.path.abspath(p), ""))
-                                for p in installed):
+            where = _folders(module)  # a file, or a namespace package's folders (``tests`` without __init__.py)
+            if where and not any(_under(w, os.path.join(os.path.abspath(p), "")) for w in where for p in installed):
                 del sys.modules[name]
 
     def uninstall(self) -> None:
@@ -132,9 +142,12 @@ class StagedPackage:
             raise
 
     def is_own(self, module: Any, name: str) -> bool:
-        """A module of the staged package (a file under the root, or a namespace package of it)."""
-        file = getattr(module, "__file__", None)
-        return _under(os.path.abspath(file), self.root) if file else name.partition(".")[0] in self.own
+        """A module of the staged package: a file under the root, or a namespace package with a folder there (one
+        of another folder's, left in the grader's process under a name of the package, is not)."""
+        where = _folders(module)
+        if where:
+            return any(_under(w, self.root) for w in where)
+        return name.partition(".")[0] in self.own
 
     def _top_level_names(self) -> frozenset[str]:
         try:

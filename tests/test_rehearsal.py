@@ -140,9 +140,10 @@ def test_a_repository_graded_in_place_gets_the_same_report_rehearsed(repo, tmp_p
     the repository's parameter names per submission, after the script is matched. Rehearsed after a passing run
     of the same repository, and with a bug in one layer after that, each gets the report it gets call by call.
 
-    Graded in a fresh process, as a batch slot grades: twice in .ci/run, inside a test session's process that had
-    run many other tests, the adapter repositories' rehearsed runs made no batch at all (reports still equal);
-    the cause was not found, and this test is about the rehearsal a slot makes."""
+    Graded in a fresh process, as a batch slot grades: inside a test session's process, a ``tests`` namespace
+    package another test had imported hid the repositories' own ``tests.adapters`` from the forked worker (every
+    check "not run", so no batch; fixed in validator.worker.imports, tested in test_adapters.py), and this test is
+    about the rehearsal, not about what a long test session leaves in its process."""
     import json
     import shutil
     import subprocess

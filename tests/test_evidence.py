@@ -144,3 +144,36 @@ def test_a_composites_parts_check_judges_the_traced_runs_of_its_own_runtime_chec
                    reference_mode="live")
     results = {c.id: c.status for c in report.challenges[0].checks if c.id in checks}
     assert results == {"no_library_silu_runtime": "passed", "no_library_linear_runtime": "failed"}, results
+
+
+def test_a_runtime_check_with_runs_of_judges_the_op_scaling_checks_runs_and_traces_none_of_its_own(monkeypatch):
+    """`runs_of`: the runtime bans are judged on the op-count check's traced runs, each made once for both checks
+    (the composite's parts check too); graded alone, it makes exactly those runs; and a banned op in them fails it
+    with the size it ran at, while the op count (a library lookup does not loop) still passes."""
+    from validator.api import grade
+
+    reference = paths.reference_dir() / "layers.py"
+    checks = ["no_library_runtime", "no_library_parts_runtime", "vectorised"]
+    traced = _traced_calls(monkeypatch)
+    report = grade(reference, challenges=["transformer_block"], checks=checks, seed=11, profile="batch",
+                   reference_mode="live")
+    results = {c.id: c for c in report.challenges[0].checks if c.id in checks}
+    assert all(r.status == "passed" for r in results.values()), results
+    assert results["no_library_runtime"].message.startswith("traced 2 forward/backward passes")
+    assert results["no_library_parts_runtime"].message.startswith("traced 2 forward/backward passes")
+    assert len(traced) == 2  # the op-count check's small and large runs, nothing else
+
+    traced.clear()
+    alone = grade(reference, challenges=["transformer_block"], checks=["no_library_runtime"], seed=11,
+                  profile="batch", reference_mode="live")
+    assert [c.status for c in alone.challenges[0].checks if c.id == "no_library_runtime"] == ["passed"]
+    assert len(traced) == 2
+
+    broken = paths.PROJECT_ROOT / "tests" / "implementations" / "token_embedding" / "broken" / "uses_functional_embedding.py"
+    report = grade(broken, challenges=["token_embedding"], checks=["no_library_embedding_runtime", "vectorised"],
+                   seed=11, profile="batch", reference_mode="live")
+    results = {c.id: c for c in report.challenges[0].checks}
+    assert results["vectorised"].status == "passed"
+    failed = results["no_library_embedding_runtime"]
+    assert failed.status == "failed" and "ran aten.embedding" in failed.message, failed.message
+    assert "(on inputs of " in failed.message and "num_embeddings=" in failed.message, failed.message

@@ -67,6 +67,23 @@ def test_typo_in_a_test_parameter_is_caught(tmp_path):
         load_challenge(path)
 
 
+@pytest.mark.parametrize("change,message", [
+    ({"runs_of": "int32_ids"}, "'int32_ids' is not an op_scaling check of this challenge"),
+    ({"runs_of": "nope"}, "'nope' is not an op_scaling check of this challenge"),
+    ({"max_examples": 3}, "no `inputs` or `max_examples` with `runs_of`"),
+    ({"inputs": {"token_ids": {"shape": ["batch", "seq_len"]}}}, "no `inputs` or `max_examples` with `runs_of`"),
+])
+def test_a_runtime_check_that_judges_another_checks_runs_names_an_op_scaling_check(tmp_path, change, message):
+    """`runs_of` borrows the traced runs of an op_scaling check: it must name one, and draw no cases of its own."""
+    def mutate(d):
+        check = next(c for c in d["checks"] if c["test"] == "forbidden_runtime")
+        assert check["runs_of"] == "vectorised"
+        check.update(change)
+    path = write_variant(tmp_path, mutate)
+    with pytest.raises(SpecError, match=message):
+        load_challenge(path)
+
+
 def test_invalid_yaml_gives_the_parser_line(tmp_path):
     path = tmp_path / "token_embedding.yaml"
     path.write_text("id: token_embedding\ntitle: [unclosed\nentries: {}\n")

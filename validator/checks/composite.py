@@ -45,10 +45,11 @@ def parts_forbidden_runtime(ctx: Context, check: CheckSpec, p: PartsRuntimeParam
     advice = p.advice or ("a library layer did the work of a part this layer is built from ("
                           + "; ".join(f"{op}: {', '.join(who)}" for op, who in owners.items())
                           + "): build it from your own layers, which their own challenges grade")
-    # the challenge's own forbidden_runtime check, where it traces the same inputs, draws the same cases: each
-    # traced run is made once (validator.checks.evidence.measured) and judged against both lists
+    # the challenge's own forbidden_runtime check, where it traces the same inputs, draws the same cases (or judges
+    # the same op_scaling runs): each traced run is made once (validator.checks.evidence.measured), judged by both
     runtime = next((c for c in ctx.challenge.checks if c.test == "forbidden_runtime"
                     and c.entry == check.entry and (c.params.get("inputs") or {}) == p.inputs), None)
     runs = traced_without(ctx, check, ops, inputs=p.inputs, max_examples=p.max_examples, advice=advice,
-                          cases_of=runtime.id if runtime is not None else None)
+                          cases_of=runtime.id if runtime is not None else None,
+                          runs_of=runtime.params.get("runs_of") if runtime is not None else None)
     return f"traced {runs} forward/backward passes: no forbidden op of its parts ({', '.join(ops)})"

@@ -140,22 +140,55 @@ class RuntimeParams(Params):
     max_examples: int = 5
     # what it means that such an op ran: each challenge's spec says it for its own layer
     advice: str = "a library kernel the challenge forbids did the work (even if it is reached through an alias or getattr)"
+    # judge the traced runs this `op_scaling` check of the challenge makes (its small and larger sizes) instead of
+    # drawing cases of its own: a traced run costs ~30 us an op in the worker, and two checks can judge one
+    runs_of: str | None = None
+
+    def check_against(self, challenge, check):
+        if self.runs_of is None:
+            return []
+        other = next((c for c in challenge.checks if c.id == self.runs_of), None)
+        if other is None or other.test != "op_scaling":
+            return [(("runs_of",), f"{self.runs_of!r} is not an op_scaling check of this challenge")]
+        if other.entry != check.entry:
+            return [(("runs_of",), f"{self.runs_of!r} traces entry {other.entry!r}, this check {check.entry!r}")]
+        if self.inputs or "max_examples" in self.model_fields_set:
+            return [(("runs_of",), "a check that judges another check's runs draws no cases: no `inputs` or "
+                                   "`max_examples` with `runs_of`")]
+        return []
 
 
 @register("forbidden_runtime", RuntimeParams, uses_reference=False)
 def forbidden_runtime(ctx: Context, check: CheckSpec, p: RuntimeParams) -> str:
     banned = p.ops if p.ops is not None else ctx.challenge.forbidden.runtime
-    runs = traced_without(ctx, check, banned, inputs=p.inputs, max_examples=p.max_examples, advice=p.advice)
+    runs = traced_without(ctx, check, banned, inputs=p.inputs, max_examples=p.max_examples, advice=p.advice,
+                          runs_of=p.runs_of)
     return f"traced {runs} forward/backward passes: no forbidden op"
 
 
 def traced_without(ctx: Context, check: CheckSpec, banned: list[str], *, inputs: dict, max_examples: int,
-                   advice: str, cases_of: str | None = None) -> int:
+                   advice: str, cases_of: str | None = None, runs_of: str | None = None) -> int:
     """Trace the entry's forward/backward on generated cases; fail where a ``banned`` op ran. ``cases_of``: draw
-    the cases that check of the challenge draws (the same traced runs, judged against other bans)."""
+    the cases that check of the challenge draws (the same traced runs, judged against other bans). ``runs_of``:
+    judge the runs that ``op_scaling`` check makes instead (its sizes, drawn from its seed)."""
     name, entry = entry_of(ctx, check)
 
     from validator.checks.evidence import measured
+
+    def judge(got: dict, where: str = "") -> None:
+        used = forbidden_in({**got.get("profiled_ops", {}), **got.get("ops", {})}, sorted(set(banned)))
+        if used:
+            raise CheckFailed(f"your forward/backward ran {', '.join(used)}{where}: {advice}")
+
+    if runs_of is not None:
+        from validator.checks import params_of
+        from validator.checks.performance import scaling_runs, size_note
+
+        scaling = next(c for c in ctx.challenge.checks if c.id == runs_of)
+        runs = scaling_runs(ctx, scaling, params_of(scaling))
+        for call, doing in runs:  # the op_scaling check's own runs: made once, judged by both (shared)
+            judge(measured(ctx, scaling, call, doing, shared=True), f" (on inputs of {size_note(call)})")
+        return len(runs)
 
     def body(case):
         dtype = torch.get_default_dtype()
@@ -166,7 +199,5 @@ def traced_without(ctx: Context, check: CheckSpec, banned: list[str], *, inputs:
         # the traced run is a graded run: its values must be the reference's (validator.checks.evidence)
         got = measured(ctx, check, dict(probe, grad_output=grad, trace_ops=True), "tracing your forward/backward",
                        shared=True)  # a composite's parts check judges the same runs
-        used = forbidden_in({**got.get("profiled_ops", {}), **got.get("ops", {})}, sorted(set(banned)))
-        if used:
-            raise CheckFailed(f"your forward/backward ran {', '.join(used)}: {advice}")
+        judge(got)
     return for_all(ctx, check, case_strategy(ctx.challenge, entry, inputs), body, max_examples, cases_of=cases_of)

@@ -86,16 +86,31 @@ def _dims_note(call: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in call["_dims"].items() if isinstance(v, int))
 
 
+def size_note(call: dict) -> str:
+    """A measured call's size as a student reads it: ``120 elements (num_embeddings=64, embedding_dim=8)``."""
+    return f"{_tokens(call)} elements ({_dims_note(call)})"
+
+
+def scaling_runs(ctx: Context, check: CheckSpec, p: ScalingParams) -> list[tuple[dict, str]]:
+    """The traced calls an ``op_scaling`` check makes, ``(call, what it is doing)``: the small size first, then the
+    large one and each ``grow`` size. They depend on the check's seed alone, so a ``forbidden_runtime`` check with
+    ``runs_of`` builds the same calls and judges the same runs, each made once (``measured``, shared)."""
+    rng = _rng(ctx, check, "sizes")
+    runs = [(_call(ctx, check, p.small, "small", rng=rng, trace_ops=True), "counting the tensor ops of your code")]
+    for n, (size, doing) in enumerate([(p.large, "a larger input")] + [(g, "a larger size") for g in p.grow]):
+        runs.append((_call(ctx, check, size, ("larger", n), rng=rng, trace_ops=True),
+                     f"counting the tensor ops of your code on {doing}"))
+    return runs
+
+
 @register("op_scaling", ScalingParams)
 def op_scaling(ctx: Context, check: CheckSpec, p: ScalingParams) -> str:
-    rng = _rng(ctx, check, "sizes")
-    small_call = _call(ctx, check, p.small, "small", rng=rng, trace_ops=True)
-    small = _observed(ctx, check, small_call, "counting the tensor ops of your code")
+    (small_call, doing), *larger = scaling_runs(ctx, check, p)
+    small = measured(ctx, check, small_call, doing, shared=True)
     n_small = sum(small["ops"].values())
     notes = []
-    for n, (size, doing) in enumerate([(p.large, "a larger input")] + [(g, "a larger size") for g in p.grow]):
-        call = _call(ctx, check, size, ("larger", n), rng=rng, trace_ops=True)
-        got = _observed(ctx, check, call, f"counting the tensor ops of your code on {doing}")
+    for call, doing in larger:
+        got = measured(ctx, check, call, doing, shared=True)
         n = sum(got["ops"].values())
         if n - n_small > p.max_extra_ops:
             grew = sorted(((got["ops"].get(k, 0) - small["ops"].get(k, 0), k) for k in got["ops"]), reverse=True)[:3]

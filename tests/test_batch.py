@@ -93,6 +93,11 @@ def test_answers_aliases_and_non_scalars_are_refused(tmp_path):
 
 def test_scrub_and_printable_neutralise_student_text():
     assert scrub({"m": ["a\ud800b"]}) == {"m": ["a\ufffdb"]}
+    nan = float("nan")  # the same object on both sides: lists compare it by identity first
+    assert scrub({"k\udfff": 1, "n": [nan, None, {"x": "ok"}]}) == {"k\ufffd": 1, "n": [nan, None, {"x": "ok"}]}
+    assert scrub({1: ["\ud83d"], "o": object}) == {1: ["\ufffd"], "o": object}  # what JSON cannot write: walked too
+    clean = {"m": ["plain", "caf\u00e9 \U0001f600"], "n": 1.5}
+    assert scrub(clean) is clean  # nothing to replace: handed on as it is
     assert printable("\x1b[2Jname\n") == "\\x1b[2Jname\\n"  # shown as escapes, never acted on
 
 

@@ -253,6 +253,29 @@ def test_call_keys_are_stable_across_processes():
     assert call_key(dict(call, inputs=[{"value": torch.arange(6.0).reshape(3, 2), "requires_grad": True}])) != here
 
 
+def test_call_keys_tell_apart_what_the_worker_would_be_sent_differently():
+    """Equal calls, equal keys; a call that would run differently gets another key, however it is written."""
+    t = torch.arange(6.0).reshape(2, 3)
+    base = {"entry": "f", "inputs": [{"value": t}], "seed": 1}
+    key = call_key(base)
+    assert call_key({"seed": 1, "inputs": [{"value": t.clone()}], "entry": "f"}) == key  # order, a copy
+    assert call_key(dict(base, inputs=[{"value": t.T.contiguous().T}])) == key  # a strided view: the same values
+    assert call_key(dict(base, _dims={"n": 2})) == key  # the grader's own notes are not the call
+    different = [
+        dict(base, inputs=[{"value": ["float32", [2, 3], "cpu"]}]),  # a list that reads like the tensor's description
+        dict(base, inputs=[{"value": t.to(torch.float64)}]), dict(base, inputs=[{"value": t.reshape(3, 2)}]),
+        dict(base, inputs=[{"value": t + 1}]), dict(base, inputs=[{"value": torch.empty(0, 3)}]),
+        dict(base, seed=True), dict(base, seed=1.0), dict(base, seed="1"), dict(base, seed=None),
+        dict(base, dtype=torch.float64), dict(base, dtype="float64"),
+        dict(base, x=0.0), dict(base, x=-0.0), dict(base, x=float("nan")), dict(base, x=float("inf")),
+        dict(base, opts={1: "a", "b": 2}),  # keys JSON cannot sort: walked, in a domain of its own
+        dict(base, opts={"1": "a", "b": 2}),
+    ]
+    keys = [call_key(c) for c in different]
+    assert key not in keys and len(set(keys)) == len(keys)
+    assert call_key(dict(base, opts={1: "a", "b": 2})) == keys[-2]  # and stable
+
+
 def test_fixture_encoding_roundtrips_without_pickle():
     data = {"results": {"k": {"ok": True, "output": torch.randn(2, 3, dtype=torch.float64),
                               "half": torch.ones(2, dtype=torch.bfloat16), "empty": torch.zeros(0, 4),

@@ -48,12 +48,16 @@ class Script:
         self.student_delay = student_delay
         self.student_calls = self.reference_calls = 0
         self.calls = []
+        self.last_reference = None
         self.worker = PausableWorker()
 
-    def measured(self, ctx, check, call, doing=""):
+    def measured(self, ctx, check, call, doing="", reference=None):
         time.sleep(self.student_delay)  # a slow round trip to the worker: not the layer's time
         self.student_calls += 1
         self.calls.append(call)
+        # a timed try is compared with the reference's timed run on the same inputs, made just before it
+        assert (reference is not None) == (call.get("repeat") != 1), call
+        assert reference is None or reference is self.last_reference
         seconds = 0.001 if call.get("repeat") == 1 else next(self.student)
         return {"ok": True, "output": OUT, "seconds": seconds}
 
@@ -61,7 +65,8 @@ class Script:
         assert self.worker.is_paused, "the reference was timed while the submission's processes could run"
         self.reference_calls += 1
         seconds = 0.001 if call.get("repeat") == 1 else next(self.reference)
-        return {"ok": True, "output": OUT, "seconds": seconds}
+        self.last_reference = {"ok": True, "output": OUT, "seconds": seconds}
+        return self.last_reference
 
 
 @pytest.fixture

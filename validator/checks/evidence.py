@@ -91,12 +91,14 @@ def plain(call: dict) -> dict:
 
 
 def measured(ctx: Context, check: CheckSpec, call: dict, doing: str = "running your code", *,
-             shared: bool = False) -> dict:
+             shared: bool = False, reference: dict | None = None) -> dict:
     """The student's result for ``call``, a run that yields evidence, once its values are shown to be the layer's.
 
     The run's output (every pass's, with ``more_inputs``) and its gradients (where it ran backward) are compared
     with the reference's on the same inputs. See the module's docstring for what a wrong run costs. ``shared``:
     a run other checks of the challenge make too (validator.checks.composite), kept for them once shown right.
+    ``reference``: the reference's result for these very inputs where the check ran it itself (a speed check
+    times it), with every output of :func:`plain`'s ``want``; else the reference side is asked.
     """
     graded = plain(call)
     sent = {k: v for k, v in call.items() if not k.startswith("_")}
@@ -107,7 +109,7 @@ def measured(ctx: Context, check: CheckSpec, call: dict, doing: str = "running y
         return runs[key]
     result = raise_if_failed(ctx, sent, ctx.student(sent, check.timeout, doing, evidence=True))
     raise_if_tampered(result, doing)
-    wrong = differences(ctx, result, ctx.reference_call(graded))
+    wrong = differences(ctx, result, reference if reference is not None else ctx.reference_call(graded))
     if wrong and not getattr(ctx, "wrong_values", None) and not _wrong_unmeasured(ctx, check, graded):
         dims = ", ".join(f"{k}={v}" for k, v in (call.get("_dims") or {}).items() if isinstance(v, int))
         raise ReviewFailure(

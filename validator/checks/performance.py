@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from validator.checks import Params, register
 from validator.checks.common import CheckFailed, entry_of, random_like
-from validator.checks.evidence import evidence_seed, fresh_call, measured, more_inputs
+from validator.checks.evidence import evidence_seed, fresh_call, measured, more_inputs, plain
 from validator.context import Context
 from validator.spec.schema import CheckSpec
 
@@ -216,21 +216,23 @@ def time_ratio(ctx: Context, check: CheckSpec, p: TimeParams) -> str:
     size = p.case.draw(_rng(ctx, check, "size"))
     tokens = [0]
 
-    def timed_student(run: object, repeat: int) -> tuple[float, dict]:
+    def timed_student(run: object, repeat: int, *, paired: bool = True) -> tuple[float, float | None]:
         """One timed run on inputs of its own (every pass too): a cache of an earlier run or pass gains nothing,
-        and the run's every output must be the reference's (validator.checks.evidence.measured)."""
+        and the run's every output must be the reference's (validator.checks.evidence.measured). ``paired``:
+        the reference is timed on the same inputs just before, and that run's outputs and gradients are the
+        ones the student's are compared with (megabytes a pass: not hashed and remembered a second time)."""
         call = _call(ctx, check, p.case, run, drawn=size, repeat=repeat)
         call["more_inputs"] = more_inputs(ctx, call, repeat, call["seed"])
         call["device"] = None  # timed on the CPU, like the reference it is compared with
         tokens[0] = _tokens(call)
-        got = measured(ctx, check, call, f"timing your code (at {_tokens(call)} elements)")
-        return _seconds(got), call
+        reference = _reference_single_threaded(ctx, dict(call, want=plain(call)["want"])) if paired else None
+        got = measured(ctx, check, call, f"timing your code (at {_tokens(call)} elements)", reference=reference)
+        return _seconds(got), (_seconds(reference) if reference is not None else None)
 
-    timed_student("warm-up", 1)
+    timed_student("warm-up", 1, paired=False)
     memory = getattr(getattr(ctx, "ref", None), "fastest", None)  # None: the reference side remembers no times
     key = (ctx.challenge.id, check.id, repr(size), p.repeat) if memory is not None else None
-    seconds, call = timed_student(("try", 1, 0), p.repeat)
-    first: tuple[float, float] | None = (seconds, _seconds(_reference_single_threaded(ctx, call)))
+    first: tuple[float, float] | None = timed_student(("try", 1, 0), p.repeat)
     passes = f"for {p.repeat} passes over {tokens[0]} elements each (every pass on inputs of its own)"
     if memory is not None and key in memory:
         memory[key] = min(memory[key], first[1])  # the fastest reference run ever seen, this one included
@@ -246,8 +248,7 @@ def time_ratio(ctx: Context, check: CheckSpec, p: TimeParams) -> str:
                 seconds, ref_seconds = first
                 first = None
             else:
-                seconds, call = timed_student(("try", rounds, i), p.repeat)
-                ref_seconds = _seconds(_reference_single_threaded(ctx, call))
+                seconds, ref_seconds = timed_student(("try", rounds, i), p.repeat)
             student.append(seconds)
             reference.append(ref_seconds)
             spent += student[-1]

@@ -176,4 +176,4 @@ def test_a_runtime_check_with_runs_of_judges_the_op_scaling_checks_runs_and_trac
     assert results["vectorised"].status == "passed"
     failed = results["no_library_embedding_runtime"]
     assert failed.status == "failed" and "ran aten.embedding" in failed.message, failed.message
-    assert "(on inputs of " in failed.message and "num_embeddings=" in failed.message, failed.message
+    assert " on inputs of " in failed.message and " elements (num_embeddings=" in failed.message, failed.message

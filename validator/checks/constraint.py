@@ -187,7 +187,7 @@ def traced_without(ctx: Context, check: CheckSpec, banned: list[str], *, inputs:
         scaling = next(c for c in ctx.challenge.checks if c.id == runs_of)
         runs = scaling_runs(ctx, scaling, params_of(scaling))
         for call, doing in runs:  # the op_scaling check's own runs: made once, judged by both (shared)
-            judge(measured(ctx, scaling, call, doing, shared=True), f" (on inputs of {size_note(call)})")
+            judge(measured(ctx, scaling, call, doing, shared=True), f" on inputs of {size_note(call)}")
         return len(runs)
 
     def body(case):

@@ -33,7 +33,8 @@ import torch
 from validator.context import ReferenceUnavailable
 from validator.draws import copied
 from validator.runner import execute
-from validator.worker.protocol import ProtocolError, _count_tensors, _decode, dtype_name, pack, tensor_bytes
+from validator.worker.protocol import (ProtocolError, _count_tensors, _decode, dtype_name, pack, plain_tensor,
+                                       tensor_bytes)
 
 FORMAT = 1
 SUFFIX = ".frozen"
@@ -95,19 +96,15 @@ _PYBUF_READ = 0x100
 
 
 def _update_with_values(digest: Any, t: torch.Tensor) -> None:
-    """Hash a tensor's values in row-major order: straight from its memory where they lie so."""
+    """Hash a tensor's values in row-major order (:func:`~validator.worker.protocol.plain_tensor`'s memory)."""
     if t.device.type == "meta" or not t.numel():
         digest.update(b"|0|")
         return
-    if (_VIEW is not None and type(t) is torch.Tensor and t.device.type == "cpu" and t.is_contiguous()
-            and not t.is_conj() and not t.is_neg()):
-        n = t.numel() * t.element_size()
-        digest.update(b"|%d|" % n)
-        digest.update(_VIEW(t.data_ptr(), n, _PYBUF_READ))  # hashed at once, while ``t`` holds the memory
-        return
-    data = tensor_bytes(t)
-    digest.update(b"|%d|" % len(data))
-    digest.update(data)
+    plain = plain_tensor(t)
+    n = plain.numel() * plain.element_size()
+    digest.update(b"|%d|" % n)
+    # hashed at once, while ``plain`` holds the memory
+    digest.update(_VIEW(plain.data_ptr(), n, _PYBUF_READ) if _VIEW is not None else tensor_bytes(plain))
 
 
 def call_key(call: dict) -> str:

@@ -120,7 +120,7 @@ def op_scaling(ctx: Context, check: CheckSpec, p: ScalingParams) -> str:
                               "done one element (or one vocabulary row) at a time, probably a Python loop; do it with "
                               "one operation on the whole tensor")
         notes.append(f"{n} for {_tokens(call)} ({_dims_note(call)})")
-    return f"{n_small} ops for {_tokens(small_call)} elements ({_dims_note(small_call)}), " + ", ".join(notes)
+    return f"{n_small} ops for {size_note(small_call)}, " + ", ".join(notes)
 
 
 class MemoryParams(Params):

@@ -120,16 +120,21 @@ def dtype_from_name(name: str) -> torch.dtype:
         raise ProtocolError(f"unsupported dtype {name!r}") from None
 
 
+def plain_tensor(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s values as a plain, dense, row-major CPU tensor: ``t`` itself where it already is one (the grader's
+    own tensors, mostly), else a copy, so that a subclass or odd strides never reach the bytes read from it."""
+    if type(t) is torch.Tensor and t.device.type == "cpu" and t.is_contiguous() and not t.is_conj() and not t.is_neg():
+        return t
+    return torch.Tensor._make_subclass(torch.Tensor, t.detach()).to("cpu").contiguous()
+
+
 def tensor_bytes(t: torch.Tensor) -> bytes:
     """The raw bytes of a tensor's values, in row-major order, as a plain copy.
 
     Works for every dtype torch has (bfloat16, bool and complex included) and
     needs no numpy, which the CPU wheel of torch does not pull in.
     """
-    if type(t) is torch.Tensor and t.device.type == "cpu" and t.is_contiguous() and not t.is_conj() and not t.is_neg():
-        plain = t  # already what the conversions below would make (the grader's own tensors, mostly)
-    else:
-        plain = torch.Tensor._make_subclass(torch.Tensor, t.detach()).to("cpu").contiguous()
+    plain = plain_tensor(t)
     nbytes = plain.numel() * plain.element_size()
     return ctypes.string_at(plain.data_ptr(), nbytes) if nbytes else b""
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from validator.intake import MAX_SOURCE_BYTES as MAX_FILE_BYTES  # one cap for every reader of a submission
-from validator.reachability import Source, dotted_name, parsed, reachable_lines
+from validator.reachability import Source, child_nodes, dotted_name, parsed, reachable_lines
 
 MAX_FILES = 20     # files reached by following the imports of layers.py
 MAX_HELPERS = 20   # other Python files beside layers.py: as many as the intake copies into the worker
@@ -338,14 +338,19 @@ def _banned_objects(banned: tuple[str, ...]) -> dict[int, tuple[str, object]]:
 
 
 @functools.lru_cache(maxsize=64)
-def _banned_names(banned: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    """(last component or its pattern, API) for each banned API: the name a method or an alias would use."""
-    return tuple((api.rsplit(".", 1)[-1], api) for api in banned if not api.rsplit(".", 1)[-1].startswith("*"))
+def _banned_names(banned: tuple[str, ...]) -> tuple[tuple[str, str, bool], ...]:
+    """(last component or its pattern, API, whether it is a pattern) for each banned API: the name a method or
+    an alias would use."""
+    return tuple((last, api, any(c in last for c in "*?[")) for api in banned
+                 if not (last := api.rsplit(".", 1)[-1]).startswith("*"))
 
 
+@functools.lru_cache(maxsize=8192)
 def _banned_name(attr: str, banned: tuple[str, ...]) -> str | None:
-    for pattern, api in _banned_names(banned):
-        if attr == pattern or (any(c in pattern for c in "*?[") and fnmatch.fnmatchcase(attr, pattern)):
+    """The banned API whose last component ``attr`` is (or matches), else None. Remembered: a scan asks it for
+    every attribute of every file, for each challenge, and the same few hundred names come back."""
+    for pattern, api, is_pattern in _banned_names(banned):
+        if attr == pattern or (is_pattern and fnmatch.fnmatchcase(attr, pattern)):
             return api
     return None
 
@@ -783,7 +788,7 @@ class _Collector:
         while i < len(out):
             node = out[i]
             i += 1
-            for child in ast.iter_child_nodes(node):
+            for child in child_nodes(node):
                 self.parents[id(child)] = node
                 out.append(child)
         return out
@@ -1104,34 +1109,50 @@ def _judge(facts: _Facts, file: str, banned: tuple[str, ...], allow: frozenset[s
         """A construct the challenge allows (integrity.allow: [threads]) allows its modules too."""
         return any(_covers(p, name) or _covers(p, canon) for c in allow for p in CONSTRUCTS.get(c, ()))
 
+    verdicts: dict[tuple[str, bool, bool], list[tuple]] = {}
+
     def judge_name(line: int, name: str, whole: bool, value: bool) -> None:
+        """Judged once per file for each (name, whole, value), which is all the judgement depends on besides
+        the challenge; each line it is used on gets the findings (a file uses ``torch.zeros`` many times)."""
+        key = (name, whole, value)
+        found_here = verdicts.get(key)
+        if found_here is None:
+            found_here = verdicts[key] = []
+            judge(found_here, name, whole, value)
+        for what, construct, kwargs in found_here:
+            add(line, what, construct, **kwargs)
+
+    def judge(out: list, name: str, whole: bool, value: bool) -> None:
+        def note(what: str, construct: bool, **kwargs) -> None:
+            out.append((what, construct, kwargs))
+
         api = _matches_api(name, banned)
         if api:
-            add(line, api, False)
+            note(api, False)
         if not whole or _own(name, own):
             return
         named = _walk(name, may_import=name.split(".")[0] in policy.roots)
         if not api and named.canon != name:  # a re-export: F.torch.embedding is torch.embedding
             api = _matches_api(named.canon, banned)
             if api:
-                add(line, api, False, name=name, indirect=True)
+                note(api, False, name=name, indirect=True)
         if not api and named.obj is not _UNKNOWN:  # another name of the same object
             hit = _banned_objects(banned).get(id(named.obj))
             if hit is not None and hit[1] is named.obj:
                 api = hit[0]
-                add(line, api, False, name=name, indirect=True)
+                note(api, False, name=name, indirect=True)
         construct = _construct_of(name, allow) or _construct_of(named.canon, allow)
         if construct:
-            add(line, construct, True, name=name)
+            note(construct, True, name=name)
         if not api:
             similar = _banned_name(named.canon.rsplit(".", 1)[-1], banned) if "." in named.canon else None
             if similar:
-                add(line, named.canon, False, name=name, indirect=True, like=similar)
+                note(named.canon, False, name=name, indirect=True, like=similar)
         if check_allowlist and not construct and not allowed_construct(name, named.canon) \
                 and not allows(policy, name, named):
-            add(line, "not_allowed", True, name=name)
+            note("not_allowed", True, name=name)
         elif value and named.is_module and "module_value" not in allow and not construct:
-            add(line, "module_value", True, name=name)
+            note("module_value", True, name=name)
 
     for line, name, whole, value in facts.names:
         judge_name(line, name, whole, value)

@@ -59,6 +59,30 @@ def _lines(node: ast.AST) -> range:
     return range(first, (getattr(node, "end_lineno", None) or node.lineno) + 1)
 
 
+def child_nodes(node: ast.AST) -> list[ast.AST]:
+    """``ast.iter_child_nodes(node)`` as a list, without its two generators: the scans and the similarity
+    fingerprints visit every node of every file, for every submission of a batch."""
+    out: list[ast.AST] = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if isinstance(value, ast.AST):
+            out.append(value)
+        elif isinstance(value, list):
+            out += [v for v in value if isinstance(v, ast.AST)]
+    return out
+
+
+def walk(node: ast.AST) -> list[ast.AST]:
+    """``ast.walk(node)``'s nodes in its order (breadth first, each node's children in field order), as a list:
+    about twice as fast, and walked once where a caller passes over the nodes twice."""
+    out = [node]
+    i = 0
+    while i < len(out):
+        out += child_nodes(out[i])
+        i += 1
+    return out
+
+
 def _binds_names(target: ast.AST) -> bool:
     """An assignment target that only binds names (``a``, ``a, *b``), not an attribute or an item."""
     if isinstance(target, ast.Name):
@@ -192,8 +216,9 @@ def _ref_actions(mod: _Module, node: ast.AST) -> list[tuple[str, object]]:
     if known is not None:
         return known
     out: list[tuple[str, object]] = []
-    inner = {id(n.value) for n in ast.walk(node) if isinstance(n, ast.Attribute)}
-    for n in ast.walk(node):
+    nodes = walk(node)
+    inner = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)}
+    for n in nodes:
         if isinstance(n, (ast.Import, ast.ImportFrom)):
             out.append(("import", n))
         if isinstance(n, ast.Attribute):

@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from validator.reachability import child_nodes
+
 K = 12  # tokens per fingerprinted run (the noise threshold: shorter matches are ignored)
 W = 6  # the winnowing window: every match of K + W - 1 tokens or more is found
 THRESHOLD = 0.7  # pairs at or above this score are flagged for a person to look at
@@ -57,12 +59,21 @@ _BASE = 1_000_003
 def _char_col(lines: list[str], line: int, byte_col: int) -> int:
     """ast's UTF-8 byte column as tokenize's character column."""
     text = lines[line - 1] if 0 < line <= len(lines) else ""
+    if text.isascii():
+        return min(byte_col, len(text))
     return len(text.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
+
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_STORES = (ast.Store, ast.Del)
 
 
 def _facts(source: str):
     """From the syntax tree: the names and attributes the file binds, where keyword-argument names and
-    docstrings and annotations sit. None when the file does not parse."""
+    docstrings and annotations sit. None when the file does not parse.
+
+    Every node is visited once, in no particular order (what is collected is sets and sorted lists); a
+    node is told by its exact type, as ``ast.parse`` makes no subclasses."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -76,39 +87,55 @@ def _facts(source: str):
         into.append(((node.lineno, _char_col(lines, node.lineno, node.col_offset)),
                      (node.end_lineno, _char_col(lines, node.end_lineno, node.end_col_offset))))
 
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-            if not isinstance(node, ast.ClassDef) and node.returns is not None:
-                span(node.returns, annotations)
-        elif isinstance(node, ast.arg):
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        stack += child_nodes(node)
+        kind = type(node)
+        if kind is ast.Name:
+            if type(node.ctx) in _STORES:
+                names.add(node.id)
+        elif kind is ast.Attribute:
+            if type(node.ctx) in _STORES:
+                attrs.add(node.attr)
+        elif kind is ast.arg:
             names.add(node.arg)
             if node.annotation is not None:
                 span(node.annotation, annotations)
-        elif isinstance(node, ast.AnnAssign):
-            span(node.annotation, annotations)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            names.add(node.id)
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            attrs.add(node.attr)
-        elif isinstance(node, ast.alias) and node.asname:
-            names.add(node.asname)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
+        elif kind in _DEFS:
             names.add(node.name)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            if node.returns is not None:
+                span(node.returns, annotations)
+        elif kind is ast.ClassDef:
+            names.add(node.name)
+        elif kind is ast.AnnAssign:
+            span(node.annotation, annotations)
+        elif kind is ast.alias:
+            if node.asname:
+                names.add(node.asname)
+        elif kind is ast.ExceptHandler:
+            if node.name:
+                names.add(node.name)
+        elif kind is ast.Global or kind is ast.Nonlocal:
             names.update(node.names)
-        elif isinstance(node, ast.keyword) and node.arg is not None and getattr(node, "lineno", None):
-            keywords_at.add((node.lineno, _char_col(lines, node.lineno, node.col_offset)))
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-            span(node, spans)
+        elif kind is ast.keyword:
+            if node.arg is not None and getattr(node, "lineno", None):
+                keywords_at.add((node.lineno, _char_col(lines, node.lineno, node.col_offset)))
+        elif kind is ast.Expr:
+            if type(node.value) is ast.Constant and isinstance(node.value.value, str):
+                span(node, spans)
     return names, attrs, keywords_at, sorted(spans), sorted(annotations)
 
 
-def _inside(position: tuple[int, int], spans: list) -> bool:
-    import bisect
-
-    i = bisect.bisect_right(spans, (position, (1 << 30, 0))) - 1
-    return i >= 0 and spans[i][0] <= position < spans[i][1]
+def _inside_marks(positions: list[tuple[int, int]], spans: list) -> list[bool]:
+    """For each of ``positions`` (in source order), whether it lies in the last of the sorted ``spans`` that
+    starts at or before it: one sweep instead of a search per token."""
+    marks, j, last = [], -1, len(spans) - 1
+    for position in positions:
+        while j < last and spans[j + 1][0] <= position:
+            j += 1
+        marks.append(j >= 0 and position < spans[j][1])
+    return marks
 
 
 def _literal(text: str) -> str:
@@ -158,11 +185,14 @@ def normalise(source: str) -> list[tuple[str, int, int]]:
         pass  # keep what was read before the error
     out: list[tuple[str, int, int]] = []
     string_at = -2  # the index in ``raw`` of the last string token kept
+    positions = [tok.start for tok in raw]
+    skipped = _inside_marks(positions, skip_spans) if skip_spans else None
+    annotated = _inside_marks(positions, annotations) if annotations else None
     for i, tok in enumerate(raw):
         start = tok.start
-        if skip_spans and _inside(start, skip_spans):
+        if skipped is not None and skipped[i]:
             continue
-        if annotations and _inside(start, annotations):
+        if annotated is not None and annotated[i]:
             continue
         text = tok.string
         nxt = raw[i + 1] if i + 1 < len(raw) else None
@@ -171,7 +201,7 @@ def normalise(source: str) -> list[tuple[str, int, int]]:
                 continue
             if text == "," and nxt is not None and nxt.string in _CLOSERS:
                 continue
-            if text in (":", "->") and nxt is not None and annotations and _inside(nxt.start, annotations):
+            if text in (":", "->") and nxt is not None and annotated is not None and annotated[i + 1]:
                 continue
         elif tok.type == tokenize.NAME and not keyword.iskeyword(text):
             after_dot = i > 0 and raw[i - 1].string == "."

@@ -138,16 +138,24 @@ def test_cpu_only_seeding_asks_nothing_and_a_device_run_seeds_the_device(monkeyp
     seeded = []
     _no_driver_here(monkeypatch)
     monkeypatch.setattr(runner, "_DEVICE_SEEDERS", {})
+    monkeypatch.setattr(runner, "_CPU_ONLY", [False])
     monkeypatch.setattr(torch.cuda, "manual_seed_all", seeded.append)
     runner.seed_only_the_cpu()
     torch.manual_seed(3)
     assert seeded == []  # switched off without asking whether CUDA is there
+    runner.reseed(7)  # the runner's seeding: the CPU generator alone, the stream torch.manual_seed gives
+    drawn = torch.rand(5)
+    torch.manual_seed(7)
+    assert torch.equal(drawn, torch.rand(5))
     runner.seed_device_too("cpu")
     torch.manual_seed(4)
+    runner.reseed(4)
     assert seeded == []
     runner.seed_device_too("cuda:0")
     torch.manual_seed(5)
     assert seeded == [5]  # dropout on the GPU draws from CUDA's generator: a device run seeds it
+    runner.reseed(6)
+    assert seeded == [5, 6]  # and so does the runner's seeding, from then on
 
 
 def test_a_worker_for_a_device_is_never_forked(tmp_path):

@@ -554,7 +554,7 @@ def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None)
     grad_output = call.get("grad_output")
     with runner._default_dtype(call.get("default_dtype")):
         if seed is not None:
-            torch.manual_seed(int(seed))
+            runner.reseed(int(seed))
         started = time.perf_counter()
         with (observation if observation is not None else contextlib.nullcontext()):
             each = runner.pass_inputs(call)

@@ -642,7 +642,7 @@ def _execute_call(namespace: dict, call: dict, origin: str | None) -> dict:
     device = call.get("device")  # run the layer there (moved after loading); results come back on the CPU
     with _default_dtype(call.get("default_dtype")):
         if seed is not None:
-            torch.manual_seed(int(seed))
+            reseed(int(seed))
         rng_before = torch.get_rng_state() if "rng" in want else None
         module = _construct(target, call, origin)
         if rng_before is not None:
@@ -689,7 +689,7 @@ def _execute_call(namespace: dict, call: dict, origin: str | None) -> dict:
         repeat = len(passes) if len(passes) > 1 else max(1, int(call.get("repeat", 1)))
         outputs = []
         if seed is not None:
-            torch.manual_seed(int(seed) + 1)
+            reseed(int(seed) + 1)
         started = _CLOCK()
         with (observation if observation is not None else contextlib.nullcontext()):
             for n in range(repeat):
@@ -850,6 +850,7 @@ def seed_only_the_cpu() -> None:
         if seeder is not None and backend not in _DEVICE_SEEDERS:
             _DEVICE_SEEDERS[backend] = seeder
             module.manual_seed_all = lambda seed: None
+    _CPU_ONLY[0] = True
 
 
 def seed_device_too(device: str) -> None:
@@ -857,6 +858,22 @@ def seed_device_too(device: str) -> None:
     backend = torch.device(device).type
     if backend in _DEVICE_SEEDERS:
         getattr(torch, backend).manual_seed_all = _DEVICE_SEEDERS.pop(backend)
+    if backend not in ("cpu", "meta"):
+        _CPU_ONLY[0] = False
+
+
+_CPU_ONLY = [False]  # set by seed_only_the_cpu until seed_device_too: only the CPU generator draws here
+
+
+def reseed(seed: int) -> None:
+    """``torch.manual_seed(seed)`` before a call's construction or passes. Where only the CPU computes
+    (:func:`seed_only_the_cpu`, no :func:`seed_device_too` since), the CPU generator alone, which is all
+    ``torch.manual_seed`` then changes: it would still ask each other backend whether it is there
+    (MPS, a custom device), ~10 us a seed on this machine's CPU, four seeds a call, ~900 calls a submission."""
+    if _CPU_ONLY[0]:
+        torch.default_generator.manual_seed(seed)
+    else:
+        torch.manual_seed(seed)
 
 
 # -- inputs as a caller passes them: views of other storage, inference, left as they were ---------------
@@ -1017,7 +1034,7 @@ def _execute_steps(target: Any, call: dict, origin: str | None) -> dict:
 def _built(target: Any, call: dict, origin: str | None) -> nn.Module:
     """The call's module: seeded, constructed, its test weights loaded, in its mode, on its device."""
     if call.get("seed") is not None:
-        torch.manual_seed(int(call["seed"]))
+        reseed(int(call["seed"]))
     module = _construct(target, call, origin)
     if call.get("state"):
         _load_state(module, call["state"], origin)
@@ -1126,7 +1143,7 @@ def _execute_move(target: Any, call: dict, origin: str | None) -> dict:
     result: dict[str, Any] = {"ok": True}
     with _default_dtype(call.get("default_dtype")):
         if call.get("seed") is not None:
-            torch.manual_seed(int(call["seed"]))
+            reseed(int(call["seed"]))
         module = _construct(target, call, origin)
         if module is None:
             raise StudentError("construct", {"type": "TypeError", "mro": ["TypeError"],

@@ -177,3 +177,45 @@ def test_a_runtime_check_with_runs_of_judges_the_op_scaling_checks_runs_and_trac
     failed = results["no_library_embedding_runtime"]
     assert failed.status == "failed" and "ran aten.embedding" in failed.message, failed.message
     assert " on inputs of " in failed.message and " elements (num_embeddings=" in failed.message, failed.message
+
+
+def test_a_slot_draws_a_measured_runs_upstream_gradient_without_asking_the_reference_again(monkeypatch):
+    """A measured call's upstream gradient is drawn to the shape and dtype of the reference's output. A batch slot's
+    reference side keeps those per drawn call (``output_sizes``): the next submission draws the same gradient
+    without asking the reference side, whose memory would hash the call's megabytes only for their size."""
+    from validator.api import grade
+    from validator.checks import performance
+    from validator.reference_side import LiveReference, RememberingReference
+
+    reference = paths.reference_dir() / "layers.py"
+    side = RememberingReference(LiveReference.from_file(reference))
+    drawn, asked, gradients = set(), [], []
+    fresh_call = performance.fresh_call
+
+    def remember(*args, **kwargs):
+        call = fresh_call(*args, **kwargs)
+        drawn.add(id(call))
+        return call
+
+    monkeypatch.setattr(performance, "fresh_call", remember)
+    ask = side.call
+    monkeypatch.setattr(side, "call", lambda challenge_id, call: (asked.append(id(call) in drawn), ask(challenge_id, call))[1])
+    monkeypatch.setattr(performance, "measured", lambda ctx, check, call, *a, _measured=performance.measured, **k: (
+        gradients.append(call["grad_output"]), _measured(ctx, check, call, *a, **k))[1])
+    verdicts = []
+    for _ in range(2):
+        drawn.clear()
+        asked.clear()
+        report = grade(reference, challenges=["token_embedding"], checks=["vectorised", "speed"], seed=11,
+                       profile="batch", reference_mode="live", reference=side)
+        verdicts.append([(c.id, c.status) for c in report.challenges[0].checks])
+        assert all(status == "passed" for _, status in verdicts[-1]), verdicts[-1]
+        if len(verdicts) == 1:
+            assert any(asked) and side.output_sizes  # the first submission asks, and the slot keeps the sizes
+            first = list(gradients)
+            gradients.clear()
+    assert not any(asked)  # the second asks for no drawn call's output (only for the values it is compared with)
+    # the same runs draw the same gradients (the second speed check may stop a try sooner: the slot knows the
+    # reference's fastest time)
+    assert len(gradients) >= 3 and all(torch.equal(a, b) for a, b in zip(first, gradients))
+    assert verdicts[0] == verdicts[1]

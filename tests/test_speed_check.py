@@ -53,19 +53,24 @@ class Script:
 
     def measured(self, ctx, check, call, doing="", reference=None):
         time.sleep(self.student_delay)  # a slow round trip to the worker: not the layer's time
+        assert self.calls, "a timed run before the warm-up"
         self.student_calls += 1
         self.calls.append(call)
         # a timed try is compared with the reference's timed run on the same inputs, made just before it
-        assert (reference is not None) == (call.get("repeat") != 1), call
-        assert reference is None or reference is self.last_reference
-        seconds = 0.001 if call.get("repeat") == 1 else next(self.student)
-        return {"ok": True, "output": OUT, "seconds": seconds}
+        assert reference is not None and reference is self.last_reference, call
+        return {"ok": True, "output": OUT, "seconds": next(self.student)}
+
+    def warm_up(self, call, timeout, doing=""):
+        """``ctx.student`` here: the warm-up: the first run, one pass, neither compared nor timed against the reference."""
+        assert not self.calls and call.get("repeat") == 1 and "warming up" in doing, call
+        self.student_calls += 1
+        self.calls.append(call)
+        return {"ok": True, "output": OUT, "seconds": 0.001}
 
     def reference_call(self, call):
         assert self.worker.is_paused, "the reference was timed while the submission's processes could run"
         self.reference_calls += 1
-        seconds = 0.001 if call.get("repeat") == 1 else next(self.reference)
-        self.last_reference = {"ok": True, "output": OUT, "seconds": seconds}
+        self.last_reference = {"ok": True, "output": OUT, "seconds": next(self.reference)}
         return self.last_reference
 
 
@@ -83,6 +88,7 @@ def speed(monkeypatch):
             [{"value": torch.full((4,), seed + n / 10)}] for n in range(1, passes)])
         monkeypatch.setattr(performance, "measured", script.measured)
         ctx = SimpleNamespace(challenge=SimpleNamespace(id="c", tolerance="exact"), reference_call=script.reference_call,
+                              student=script.warm_up,
                               check_seed=lambda check_id: 7, worker=script.worker,
                               ref=SimpleNamespace(fastest=fastest))
         return time_ratio(ctx, CHECK, TimeParams(case=Size(), **params))

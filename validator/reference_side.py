@@ -222,11 +222,14 @@ class ReferenceSide(Protocol):
     ``fork_safe`` says whether graders forked from this process may share it: a side that keeps
     what it learns in this process's memory (a recording) is not, and grading then stays serial.
     ``fastest`` is where a speed check keeps the reference's fastest timed run per measurement, across
-    the submissions this process grades (a batch slot), or None where a run grades one submission.
+    the submissions this process grades (a batch slot), or None where a run grades one submission;
+    ``output_sizes`` where a measured run keeps the shape and dtype of the reference's output for the call
+    it drew (its upstream gradient is drawn to match), likewise.
     """
 
     fork_safe: bool
     fastest: dict[tuple, float] | None
+    output_sizes: dict[tuple, tuple[tuple[int, ...], torch.dtype]] | None
 
     def call(self, challenge_id: str, call: dict) -> dict:
         """The reference's result for ``call`` (``{"ok": False, ...}`` if it raised, as the worker says)."""
@@ -242,7 +245,7 @@ class LiveReference:
     """The reference module, run in-process (it is trusted instructor code)."""
 
     fork_safe = True
-    fastest = None
+    fastest = output_sizes = None
 
     def __init__(self, namespace: dict[str, Any], origin: str | None = None):
         self.namespace = namespace
@@ -290,6 +293,7 @@ class RememberingReference:
         self.max_entries = max_entries
         self.known: dict[tuple[str, str], dict] = {}
         self.fastest: dict[tuple, float] = {}
+        self.output_sizes: dict[tuple, tuple[tuple[int, ...], torch.dtype]] = {}
         self.measuring = False
         self.hits = self.misses = 0
 
@@ -359,7 +363,7 @@ class FrozenReference:
     """Answers reference calls from fixture files; counts hits and misses per check."""
 
     fork_safe = True
-    fastest = None
+    fastest = output_sizes = None
 
     def __init__(self, files: dict[str, FixtureFile]):
         self.files = files

@@ -13,9 +13,10 @@ import torch
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from validator.checks import Params, register
-from validator.checks.common import CheckFailed, entry_of, random_like
+from validator.checks.common import CheckFailed, entry_of, raise_if_failed
 from validator.checks.evidence import evidence_seed, fresh_call, measured, more_inputs, plain
 from validator.context import Context
+from validator.draws import seeded_normal
 from validator.spec.schema import CheckSpec
 
 
@@ -59,8 +60,25 @@ def _call(ctx: Context, check: CheckSpec, size: Size, run: object, rng: random.R
     dims, shapes = drawn or size.draw(rng or _rng(ctx, check, "size"))
     seed = evidence_seed(ctx, check, run)
     call = fresh_call(ctx, name, seed, dims=dims, shapes=shapes)
-    ref = ctx.reference_call(call)["output"]
-    return dict(call, grad_output=random_like(ref, seed + 1), **extra)
+    shape, dtype = _output_size(ctx, call, (ctx.challenge.id, name, seed, repr(dims), repr(shapes),
+                                            torch.get_default_dtype()))
+    return dict(call, grad_output=seeded_normal([shape], seed + 1, dtype)[0], **extra)
+
+
+def _output_size(ctx: Context, call: dict, drawn: tuple) -> tuple[tuple[int, ...], torch.dtype]:
+    """The shape and dtype of the reference's output for ``call``, which ``drawn`` (what ``fresh_call`` drew it
+    from) determines. A batch slot keeps them (``output_sizes``): asking the reference side's memory again
+    hashed the call's weights and inputs, megabytes for a speed check, only for their size."""
+    known = getattr(getattr(ctx, "ref", None), "output_sizes", None)
+    if known is not None and drawn in known:
+        return known[drawn]
+    output = ctx.reference_call(call)["output"]
+    size = (tuple(output.shape), output.dtype)
+    if known is not None:
+        if len(known) >= 20_000:  # seeds that vary per submission: start over, as the memory does
+            known.clear()
+        known[drawn] = size
+    return size
 
 
 def _observed(ctx: Context, check: CheckSpec, call: dict, doing: str = "running your code") -> dict:
@@ -216,20 +234,29 @@ def time_ratio(ctx: Context, check: CheckSpec, p: TimeParams) -> str:
     size = p.case.draw(_rng(ctx, check, "size"))
     tokens = [0]
 
-    def timed_student(run: object, repeat: int, *, paired: bool = True) -> tuple[float, float | None]:
-        """One timed run on inputs of its own (every pass too): a cache of an earlier run or pass gains nothing,
-        and the run's every output must be the reference's (validator.checks.evidence.measured). ``paired``:
-        the reference is timed on the same inputs just before, and that run's outputs and gradients are the
-        ones the student's are compared with (megabytes a pass: not hashed and remembered a second time)."""
+    def timed_call(run: object, repeat: int) -> dict:
+        """A timed run's call, on inputs of its own (every pass too): a cache of an earlier run or pass gains
+        nothing."""
         call = _call(ctx, check, p.case, run, drawn=size, repeat=repeat)
         call["more_inputs"] = more_inputs(ctx, call, repeat, call["seed"])
         call["device"] = None  # timed on the CPU, like the reference it is compared with
         tokens[0] = _tokens(call)
-        reference = _reference_single_threaded(ctx, dict(call, want=plain(call)["want"])) if paired else None
-        got = measured(ctx, check, call, f"timing your code (at {_tokens(call)} elements)", reference=reference)
-        return _seconds(got), (_seconds(reference) if reference is not None else None)
+        return call
 
-    timed_student("warm-up", 1, paired=False)
+    def timed_student(run: object, repeat: int) -> tuple[float, float]:
+        """One timed run, whose every output must be the reference's (validator.checks.evidence.measured): the
+        reference is timed on the same inputs just before, and that run's outputs and gradients are the ones
+        the student's are compared with (megabytes a pass: not hashed and remembered a second time)."""
+        call = timed_call(run, repeat)
+        reference = _reference_single_threaded(ctx, dict(call, want=plain(call)["want"]))
+        got = measured(ctx, check, call, f"timing your code (at {_tokens(call)} elements)", reference=reference)
+        return _seconds(got), _seconds(reference)
+
+    # A warm-up pass first: its time and its values are not used (the timed runs' are), so it is neither compared
+    # nor paired; asking the reference side's memory for its values cost a hash of megabytes of inputs per
+    # submission. A layer that fails on it fails the check, as it would on the timed runs.
+    warm_up = timed_call("warm-up", 1)
+    raise_if_failed(ctx, warm_up, ctx.student(warm_up, check.timeout, f"warming up your code (at {tokens[0]} elements)"))
     memory = getattr(getattr(ctx, "ref", None), "fastest", None)  # None: the reference side remembers no times
     key = (ctx.challenge.id, check.id, repr(size), p.repeat) if memory is not None else None
     first: tuple[float, float] | None = timed_student(("try", 1, 0), p.repeat)

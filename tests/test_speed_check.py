@@ -63,6 +63,7 @@ class Script:
     def warm_up(self, call, timeout, doing=""):
         """``ctx.student`` here: the warm-up: the first run, one pass, neither compared nor timed against the reference."""
         assert not self.calls and call.get("repeat") == 1 and "warming up" in doing, call
+        assert "input_grads" in call["want"], call  # it runs backward too, as the timed runs do
         self.student_calls += 1
         self.calls.append(call)
         return {"ok": True, "output": OUT, "seconds": 0.001}
@@ -81,7 +82,8 @@ def speed(monkeypatch):
 
         def fake_call(ctx, check, size, run, drawn=None, **extra):
             runs.append(run)
-            return {"inputs": [{"value": torch.full((4,), float(len(runs)))}], "_dims": {}, "seed": len(runs), **extra}
+            return {"inputs": [{"value": torch.full((4,), float(len(runs)))}], "_dims": {}, "seed": len(runs),
+                    "want": ["output"], "grad_output": torch.ones(4), **extra}
 
         monkeypatch.setattr(performance, "_call", fake_call)
         monkeypatch.setattr(performance, "more_inputs", lambda ctx, call, passes, seed: [

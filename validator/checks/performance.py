@@ -252,10 +252,12 @@ def time_ratio(ctx: Context, check: CheckSpec, p: TimeParams) -> str:
         got = measured(ctx, check, call, f"timing your code (at {_tokens(call)} elements)", reference=reference)
         return _seconds(got), _seconds(reference)
 
-    # A warm-up pass first: its time and its values are not used (the timed runs' are), so it is neither compared
-    # nor paired; asking the reference side's memory for its values cost a hash of megabytes of inputs per
-    # submission. A layer that fails on it fails the check, as it would on the timed runs.
+    # A warm-up pass first, forward and backward as the timed runs go: its time and its values are not used (the
+    # timed runs' are), so it is neither compared nor paired; asking the reference side's memory for its values
+    # cost a hash of megabytes of inputs per submission. A layer that fails on it fails the check, as it would on
+    # the timed runs.
     warm_up = timed_call("warm-up", 1)
+    warm_up["want"] = sorted(set(warm_up.get("want") or []) | set(plain(warm_up)["want"]))
     raise_if_failed(ctx, warm_up, ctx.student(warm_up, check.timeout, f"warming up your code (at {tokens[0]} elements)"))
     memory = getattr(getattr(ctx, "ref", None), "fastest", None)  # None: the reference side remembers no times
     key = (ctx.challenge.id, check.id, repr(size), p.repeat) if memory is not None else None

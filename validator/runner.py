@@ -831,6 +831,7 @@ _CLOCK = time.perf_counter
 
 _ACCELERATORS = ("cuda", "xpu", "mtia")
 _DEVICE_SEEDERS: dict[str, Any] = {}  # backend -> its manual_seed_all, while seed_only_the_cpu has it switched off
+_CPU_ONLY = [False]  # set by seed_only_the_cpu until seed_device_too: only the CPU generator draws here
 
 
 def seed_only_the_cpu() -> None:
@@ -860,9 +861,6 @@ def seed_device_too(device: str) -> None:
         getattr(torch, backend).manual_seed_all = _DEVICE_SEEDERS.pop(backend)
     if backend not in ("cpu", "meta"):
         _CPU_ONLY[0] = False
-
-
-_CPU_ONLY = [False]  # set by seed_only_the_cpu until seed_device_too: only the CPU generator draws here
 
 
 def reseed(seed: int) -> None:

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from validator.reachability import child_nodes
+from validator.reachability import walk
 
 K = 12  # tokens per fingerprinted run (the noise threshold: shorter matches are ignored)
 W = 6  # the winnowing window: every match of K + W - 1 tokens or more is found
@@ -72,8 +72,7 @@ def _facts(source: str):
     """From the syntax tree: the names and attributes the file binds, where keyword-argument names and
     docstrings and annotations sit. None when the file does not parse.
 
-    Every node is visited once, in no particular order (what is collected is sets and sorted lists); a
-    node is told by its exact type, as ``ast.parse`` makes no subclasses."""
+    A node is told by its exact type, as ``ast.parse`` makes no subclasses."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -87,10 +86,7 @@ def _facts(source: str):
         into.append(((node.lineno, _char_col(lines, node.lineno, node.col_offset)),
                      (node.end_lineno, _char_col(lines, node.end_lineno, node.end_col_offset))))
 
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        stack += child_nodes(node)
+    for node in walk(tree):
         kind = type(node)
         if kind is ast.Name:
             if type(node.ctx) in _STORES:

@@ -90,6 +90,11 @@ def plain(call: dict) -> dict:
     return dict(out, want=want)
 
 
+def run_wants(call: dict) -> list[str]:
+    """What a measured run asks the worker for: the call's own wants and everything it is graded on (:func:`plain`)."""
+    return sorted(set(call.get("want") or []) | set(plain(call)["want"]))
+
+
 def measured(ctx: Context, check: CheckSpec, call: dict, doing: str = "running your code", *,
              shared: bool = False, reference: dict | None = None) -> dict:
     """The student's result for ``call``, a run that yields evidence, once its values are shown to be the layer's.
@@ -102,7 +107,7 @@ def measured(ctx: Context, check: CheckSpec, call: dict, doing: str = "running y
     """
     graded = plain(call)
     sent = {k: v for k, v in call.items() if not k.startswith("_")}
-    sent["want"] = sorted(set(call.get("want") or []) | set(graded["want"]))
+    sent["want"] = run_wants(call)
     runs = getattr(ctx, "measured_runs", None) if shared else None
     key = call_key(sent) if runs is not None else None
     if key is not None and key in runs:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from validator.checks import Params, register
 from validator.checks.common import CheckFailed, entry_of, raise_if_failed
-from validator.checks.evidence import evidence_seed, fresh_call, measured, more_inputs, plain
+from validator.checks.evidence import evidence_seed, fresh_call, measured, more_inputs, plain, run_wants
 from validator.context import Context
 from validator.draws import seeded_normal
 from validator.spec.schema import CheckSpec
@@ -257,7 +257,7 @@ def time_ratio(ctx: Context, check: CheckSpec, p: TimeParams) -> str:
     # cost a hash of megabytes of inputs per submission. A layer that fails on it fails the check, as it would on
     # the timed runs.
     warm_up = timed_call("warm-up", 1)
-    warm_up["want"] = sorted(set(warm_up.get("want") or []) | set(plain(warm_up)["want"]))
+    warm_up["want"] = run_wants(warm_up)
     raise_if_failed(ctx, warm_up, ctx.student(warm_up, check.timeout, f"warming up your code (at {tokens[0]} elements)"))
     memory = getattr(getattr(ctx, "ref", None), "fastest", None)  # None: the reference side remembers no times
     key = (ctx.challenge.id, check.id, repr(size), p.repeat) if memory is not None else None

@@ -147,6 +147,9 @@ def test_cpu_only_seeding_asks_nothing_and_a_device_run_seeds_the_device(monkeyp
     drawn = torch.rand(5)
     torch.manual_seed(7)
     assert torch.equal(drawn, torch.rand(5))
+    monkeypatch.setattr(torch, "default_generator", None)  # what a submission could rebind: not what is seeded
+    runner.reseed(7)
+    assert torch.equal(drawn, torch.rand(5))
     runner.seed_device_too("cpu")
     torch.manual_seed(4)
     runner.reseed(4)

@@ -827,6 +827,9 @@ _ENGINE_BACKWARD = getattr(torch.autograd.graph, "_engine_run_backward", None)
 # The clock of ``seconds`` (the speed check's evidence), bound the same way: a submission that replaced
 # time.perf_counter would not change what the runner measures.
 _CLOCK = time.perf_counter
+# The CPU generator :func:`reseed` seeds, bound the same way: a submission that rebinds torch.default_generator
+# cannot leave the runner's calls unseeded.
+_CPU_GENERATOR = torch.default_generator
 
 
 _ACCELERATORS = ("cuda", "xpu", "mtia")
@@ -869,7 +872,7 @@ def reseed(seed: int) -> None:
     ``torch.manual_seed`` then changes: it would still ask each other backend whether it is there
     (MPS, a custom device), ~10 us a seed on this machine's CPU, four seeds a call, ~900 calls a submission."""
     if _CPU_ONLY[0]:
-        torch.default_generator.manual_seed(seed)
+        _CPU_GENERATOR.manual_seed(seed)
     else:
         torch.manual_seed(seed)
 

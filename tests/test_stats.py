@@ -83,3 +83,28 @@ def test_histogram_counts_are_each_values_bin():
     inside = sample[(sample >= -1.0 - 1e-6) & (sample <= 1.0 + 1e-6)].clamp(-1.0, 1.0)
     one_by_one = torch.bincount(torch.searchsorted(edges[1:-1].contiguous(), inside, right=True), minlength=48)
     assert h.counts == one_by_one.tolist() and h.above == 1 and sum(h.counts) == sample.numel() - 1
+
+
+def test_an_init_checks_verdicts_are_remembered_by_the_values_alone():
+    """A class's layers that build a parameter alike give the same bytes: the grader judges them once. The
+    remembered verdict is the one a fresh judgement gives, and one changed value is a sample of its own."""
+    from validator.checks import init
+    from validator.stats import Sample, histogram
+
+    init._JUDGED.clear()
+    torch.manual_seed(0)
+    good = torch.nn.init.trunc_normal_(torch.empty(256, 256), a=-3, b=3)
+    clamped = good.clone()
+    clamped[:64] = clamped[:64].clamp(-1, 1)  # a visible flaw in a quarter of the rows
+    for sample in (good, clamped):
+        fresh = distribution_problems(Sample(sample), TRUNC, 1e-6)
+        fresh_figure = histogram(Sample(sample), TRUNC, title="w")
+        for _ in range(2):  # judged, then remembered
+            problems, facts, figure = init._judged(sample.clone(), TRUNC, 1e-6, "w")
+            assert (problems, facts) == fresh and figure == fresh_figure
+            problems.append("changed by a caller")  # the copy handed out, not the memory
+    assert len(init._JUDGED) == 2
+    assert init._judged(good, TRUNC, 1e-6, "w")[0] == []
+    assert init._judged(clamped, TRUNC, 1e-6, "w")[0] != []
+    init._judged(good, TRUNC, 1e-6, "another title")  # the histogram's title is part of what is judged
+    assert len(init._JUDGED) == 3

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import zlib
+from collections import OrderedDict
 from typing import Any, Literal, Optional, Union
 
 import torch
@@ -13,6 +15,8 @@ from validator.checks.common import CheckFailed, entry_of, probe_dims, raise_if_
 from validator.compare import mismatch, tolerance_for
 from validator.cases import fixed_case
 from validator.context import Context
+from validator.reference_side import call_key
+from validator.results import Histogram
 from validator.spec.schema import CheckSpec, resolve
 from validator.stats import Distribution, Sample, distribution_problems, histogram
 
@@ -175,16 +179,42 @@ def init_distribution(ctx: Context, check: CheckSpec, p: InitParams) -> str:
         _same_as_weight(sample, result, p)
     shown = ", ".join(f"{k}={v}" for k, v in dims.items() if k in p.dims)
     dist = Distribution.from_spec(p.distribution, tuple(ctx.expected_parameters(entry, dims)[p.parameter]))
-    values = Sample(sample)  # sorted once for the tests and the picture
-    problems, facts = distribution_problems(values, dist, p.false_failure)
     what = f"{_what(ctx, name, p)} ({p.parameter} {tuple(sample.shape)}, built with {shown})"
-    # drawn for a pass too: a correct histogram beside its expected shape teaches what to look for
-    figure = histogram(values, dist, title=what)
+    problems, facts, figure = _judged(sample, dist, p.false_failure, what)
     if figure is not None:
         ctx.figures.append(figure)
     if problems:
         raise CheckFailed(f"{what} should be {dist.describe()}: " + "; ".join(problems))
     return f"{sample.numel()} values ({shown}): " + ", ".join(facts)
+
+
+# Verdicts on samples already judged in this process, by their values: a class's layers that build a parameter the
+# same way, from the same seed, give the same bytes, and sorting and testing a quarter million values was most of
+# a grader's init checks (~1/7 of its time on a class). Small entries (sentences and one histogram), a bounded few.
+_JUDGED: "OrderedDict[str, tuple[list[str], list[str], Histogram | None]]" = OrderedDict()
+_JUDGED_KEPT = 64
+
+
+def _judged(sample: torch.Tensor, dist: Distribution, false_failure: float,
+            title: str) -> tuple[list[str], list[str], Histogram | None]:
+    """The sample's problems and facts against ``dist``, and its histogram (drawn for a pass too: a correct
+    histogram beside its expected shape teaches what to look for); a pure function of its arguments, remembered
+    by a hash of them (the values' bytes, dtype and shape included)."""
+    key = (call_key({"values": sample, "dist": repr(dist), "false_failure": false_failure, "title": title})
+           if sample.device.type == "cpu" else None)  # a meta tensor has no values to hash
+    known = _JUDGED.get(key) if key is not None else None
+    if known is None:
+        values = Sample(sample)  # sorted once for the tests and the picture
+        problems, facts = distribution_problems(values, dist, false_failure)
+        known = (problems, facts, histogram(values, dist, title=title))
+        if key is not None:
+            _JUDGED[key] = known
+            if len(_JUDGED) > _JUDGED_KEPT:
+                _JUDGED.popitem(last=False)
+    else:
+        _JUDGED.move_to_end(key)
+    problems, facts, figure = known
+    return list(problems), list(facts), dataclasses.replace(figure) if figure is not None else None
 
 
 @register("init_independent", InitParams, uses_reference=False)

@@ -1,7 +1,7 @@
 """Where one submission's grading time goes, in a warm batch slot: the profile behind docs/batch.md's Scale table.
 
 Run: python benchmarks/where_time_goes.py [--repeat 3] [--challenges ID ...] [--submission DIR | --class N]
-[--no-isolate]
+[--no-isolate] [--floor]
 
 Grades the submission (by default the reference, copied in as a student's layers.py) once to warm a slot as
 `validator grade` runs one (the case replays, the reference's remembered results, the drawn test tensors),
@@ -18,6 +18,9 @@ the CPU seconds: compare those across runs.
 ``--mix class``: correct solutions composed from the library's variants, seeded bugs, renamed copies),
 after one warm-up: what a class costs, where the same submission graded again finds every per-file result
 (its source scans, its replays) already known.
+
+``--floor`` also runs the last submission's calls, as they were sent, in this process (:func:`floor`): the
+layers' and the runner's own cost, against which the rest is the grading around them.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ def measure(submission: Path | list[Path], *, repeat: int, challenges: list[str]
     chosen = challenges or list(catalogue)
     slot = Slot(slot_config(challenges=chosen, seed=OFFICIAL_SEED, profile="batch",
                             limits=sandbox.Limits(wall_s=600), isolate=isolate))
-    state = {"check": None, "worker": []}
+    state = {"check": None, "worker": [], "calls": []}
     by_test: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0, 0, 0])  # n, wall, grader cpu, calls, traced, requests
 
     # every request reaches the worker through Worker._roundtrip (a rehearsal's batches too: validator.rehearsal)
@@ -69,6 +72,7 @@ def measure(submission: Path | list[Path], *, repeat: int, challenges: list[str]
 
     def request(self, message, *args, **kwargs):
         calls = message.get("calls") or ([message["call"]] if message.get("call") else [])
+        state["calls"].extend(calls)
         row = by_test[state["check"] or "(outside checks)"]
         row[3] += len(calls)
         row[4] += sum(1 for c in calls if c.get("trace_ops") or c.get("track_memory"))
@@ -99,7 +103,7 @@ def measure(submission: Path | list[Path], *, repeat: int, challenges: list[str]
         for n in range(1 + repeat):
             if n == 1:  # the first grading warmed the slot: measure from here
                 by_test.clear()
-            state["worker"] = []
+            state["worker"], state["calls"] = [], []
             wall, cpu = time.perf_counter(), time.process_time()
             report = slot.grade(f"run{n}", str(submissions[n]))
             settle_heap()  # as a slot does after each submission (this script is short-lived too)
@@ -121,7 +125,55 @@ def measure(submission: Path | list[Path], *, repeat: int, challenges: list[str]
     means["by_test"] = {k: [x / repeat for x in v]
                         for k, v in by_test.items()}
     means["challenges"] = len(chosen)
+    means["sent"] = state["calls"]  # the last submission's calls, as sent (for --floor)
     return means
+
+
+def floor(calls: list[dict], layers: Path) -> float:
+    """CPU seconds of ``calls`` run on ``layers`` as a worker runs them (one thread, the CPU generator alone seeded),
+    the second of two passes, in a child forked from this process (which keeps its torch settings): what the layers
+    and the runner cost without a grader, a worker process or the wire. What a batch spends beyond it is the
+    grading around the calls; a machine whose floor is above the target's CPU seconds cannot meet it with these
+    checks, whatever the grader does."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 1
+        try:
+            os.close(read_end)
+            quiet = os.open(os.devnull, os.O_WRONLY)  # torch's profiler notices and the layers' warnings
+            os.dup2(quiet, 1)
+            os.dup2(quiet, 2)
+            os.write(write_end, repr(_run_twice(calls, layers)).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        text = pipe.read().decode()
+    _, status = os.waitpid(pid, 0)
+    if status != 0 or not text:
+        raise RuntimeError(f"the floor's child process failed (wait status {status})")
+    return float(text)
+
+
+def _run_twice(calls: list[dict], layers: Path) -> float:
+    import runpy
+
+    import torch
+
+    from validator.runner import execute, seed_only_the_cpu, skip_dynamo_disable_shims
+
+    torch.set_num_threads(1)
+    seed_only_the_cpu()
+    skip_dynamo_disable_shims()
+    namespace = runpy.run_path(str(layers), run_name="student_layers")
+    for call in calls:  # torch's lazily built state, warm as a worker's template has it
+        execute(namespace, call)
+    start = time.process_time()
+    for call in calls:
+        execute(namespace, call)
+    return time.process_time() - start
 
 
 def render(m: dict) -> str:
@@ -137,6 +189,9 @@ def render(m: dict) -> str:
     lines = [what,
              f"  wall {m['wall']:.2f} s; grader CPU {m['grader']:.2f} s; worker CPU {worker}",
              f"  {calls:.0f} calls of the student's code, {traced:.0f} of them traced, in {trips:.0f} requests to the worker",
+             *([f"  floor: the last submission's {m['floor'][0]} calls run again in one warm process (no grader, worker "
+                f"or wire): {m['floor'][1]:.2f} CPU s; graded, a submission cost "
+                f"{(m['grader'] + m['worker_user'] + m['worker_sys']) / m['floor'][1]:.1f}x that"] if m.get("floor") else []),
              "", f"{'test':28s} {'checks':>6s} {'wall s':>7s} {'share':>6s} {'grader s':>8s} {'calls':>6s} {'traced':>6s}"]
     for test, (n, wall, cpu, c, t, _) in rows:
         lines.append(f"{test:28s} {n:6.0f} {wall:7.3f} {100 * wall / checks_wall:5.1f}% {cpu:8.3f} {c:6.0f} {t:6.0f}")
@@ -151,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--class", dest="distinct", type=int, metavar="N",
                         help="grade N different submissions of a generated class (after one warm-up) instead")
     parser.add_argument("--no-isolate", action="store_true", help="no sandbox (uid, namespaces) for the worker")
+    parser.add_argument("--floor", action="store_true",
+                        help="also run the last submission's calls in this process (no grader, worker or wire)")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
@@ -167,9 +224,11 @@ def main(argv: list[str] | None = None) -> int:
             bugs = ["rms_norm"] if args.distinct >= 150 else []
             kinds = generate_class(folder, args.distinct + 1, challenges=bugs,
                                    copies=max(1, (args.distinct + 1) // 20), max_per_bug=1)
-            m = measure(sorted(folder / name for name in kinds), repeat=args.distinct, challenges=args.challenges,
-                        isolate=not args.no_isolate)
+            chosen = sorted(folder / name for name in kinds)
+            m = measure(chosen, repeat=args.distinct, challenges=args.challenges, isolate=not args.no_isolate)
             m["distinct"] = args.distinct
+            if args.floor:
+                m["floor"] = (len(m["sent"]), floor(m["sent"], chosen[-1] / "layers.py"))
             print(render(m))
             return 0
         if submission is None:
@@ -178,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copy(ROOT / "reference" / "layers.py", submission / "layers.py")
         m = measure(submission.resolve(), repeat=args.repeat, challenges=args.challenges,
                     isolate=not args.no_isolate)
+        if args.floor and (submission / "layers.py").is_file():
+            m["floor"] = (len(m["sent"]), floor(m["sent"], submission.resolve() / "layers.py"))
     print(render(m))
     return 0
 

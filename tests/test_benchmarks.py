@@ -48,3 +48,14 @@ def test_where_time_goes_grades_different_submissions_of_a_class(tmp_path, capsy
     text = capsys.readouterr().out
     assert text.startswith("2 different submissions of a generated class, 1 challenge, in a warm slot")
     assert "forbidden_source" in text
+
+
+def test_where_time_goes_floor_runs_the_calls_a_grading_sent(tmp_path, capsys):
+    """`--floor`: the calls the last submission's grading sent, run again in-process, timed apart from it."""
+    bench = _load("where_time_goes")
+    assert bench.main(["--class", "1", "--challenges", "softmax", "--no-isolate", "--floor"]) == 0
+    text = capsys.readouterr().out
+    line = next(line for line in text.splitlines() if "floor:" in line)
+    calls = int(line.split("submission's ")[1].split()[0])
+    assert calls > 0 and f"{calls} calls of the student's code" in text
+    assert float(line.split("wire): ")[1].split()[0]) > 0

@@ -72,7 +72,7 @@ def test_no_check_body_draws_from_the_global_prngs(monkeypatch):
     bodies = []
     replay = checks._replay
 
-    def watched(cases, body):
+    def watched(cases, body, **kwargs):
         def guarded(case):
             random.seed(1234)
             np.random.seed(1234)
@@ -82,7 +82,7 @@ def test_no_check_body_draws_from_the_global_prngs(monkeypatch):
             finally:
                 after = (random.getstate(), np.random.get_state()[1].tobytes())
                 bodies.append((getattr(body, "__qualname__", repr(body)), before == after))
-        return replay(cases, guarded)
+        return replay(cases, guarded, **kwargs)
 
     monkeypatch.setattr(checks, "_replay", watched)
     checks._REPLAY.clear()
@@ -91,3 +91,47 @@ def test_no_check_body_draws_from_the_global_prngs(monkeypatch):
         grade(path, seed=11, profile="batch", answers={}, worker=worker, catalogue=catalogue())
     assert len(bodies) > 300, "the recorded cases were not replayed"
     assert [name for name, same in bodies if not same] == []
+
+
+BATCH_BROKEN = [("softmax", "no_max_subtraction.py"), ("rms_norm", None), ("linear", None), ("rope", None),
+                ("swiglu", None)]
+
+
+@pytest.mark.parametrize("challenge,name", [
+    pytest.param(challenge, name, marks=() if name else (pytest.mark.thorough,)) for challenge, name in BATCH_BROKEN])
+def test_without_a_shrink_phase_a_replayed_failure_is_the_hypothesis_runs_failure(monkeypatch, challenge, name):
+    """A batch's settings do not shrink: a remembered case that fails is reported at once, as the hypothesis run
+    would report it (the same cases in the same order, the first failing one named). Same verdicts and messages
+    with replays as without, for each broken layer (the default tier one, --thorough every one of five
+    challenges), and the reports really came from replays."""
+    checks._REPLAY.clear()
+
+    def graded(path):
+        with Worker(path) as worker:
+            return verdicts(grade(path, challenges=[challenge], seed=3, profile="batch", answers={}, worker=worker,
+                                  catalogue=catalogue()))
+
+    graded(ROOT / "reference" / "layers.py")
+    ended = {"reported": 0, "missed": 0}
+    real = checks._replay
+
+    def replay(cases, body, **kwargs):
+        try:
+            return real(cases, body, **kwargs)
+        except checks.ReplayMissed:
+            ended["missed"] += 1
+            raise
+        except (checks.CheckFailed, checks.CheckErrored):
+            ended["reported"] += 1
+            raise
+
+    monkeypatch.setattr(checks, "_replay", replay)
+    names = [name] if name else sorted(p.name for p in (IMPLEMENTATIONS / challenge / "broken").glob("*.py"))
+    for broken in names:
+        path = IMPLEMENTATIONS / challenge / "broken" / broken
+        replayed = graded(path)
+        with monkeypatch.context() as no_replay:
+            no_replay.setenv("VALIDATOR_NO_REPLAY", "1")
+            assert graded(path) == replayed, broken
+        assert any(status != "passed" for status, _, _ in replayed.values()), broken
+    assert ended["reported"] > 0

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from hypothesis import HealthCheck, given, seed as hyp_seed, settings as Settings
+from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings as Settings
 from hypothesis.errors import HypothesisException
 from hypothesis.reporting import with_reporter
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -167,7 +167,7 @@ def for_all(ctx: Context, check: CheckSpec, strategy, body: Callable[[Any], None
     key = _replay_key(ctx, check, settings, variant, seed)
     cached = _REPLAY.get(key) if key is not None else None
     if cached:
-        _replay(cached, body)
+        _replay(cached, body, failure_is_final=Phase.shrink not in settings.phases)
         if _COLLECTING:
             _COLLECTING[-1][key] = cached
         return len(cached)
@@ -198,11 +198,7 @@ def for_all(ctx: Context, check: CheckSpec, strategy, body: Callable[[Any], None
             raise exc from None
         raise CheckErrored(f"{exc}\n  input: {case.summary()}") from None
     except (CheckFailed, CheckErrored) as exc:
-        case = state["last"]
-        again = type(exc)(f"{exc}\n  minimal failing input: {case.summary()}")
-        if hasattr(exc, "review"):
-            again.review = exc.review  # a finding that marks the submission for review keeps its reasons
-        raise again from None
+        raise _as_reported(exc, state["last"]) from None
     except HypothesisException as exc:
         raise RuntimeError(f"hypothesis could not run this check: {exc}") from None
     if key is not None and state["passed"]:
@@ -302,10 +298,17 @@ def _fresh(case):
     return out
 
 
-def _replay(cases: list, body: Callable[[Any], None]) -> None:
+def _replay(cases: list, body: Callable[[Any], None], *, failure_is_final: bool = False) -> None:
     """Run ``body`` on each remembered case; raise :class:`ReplayMissed` as soon as one does not simply
     pass. A hang or crash ends the check as it ends the hypothesis run (on the case it happened on), so a
     timeout is not waited for twice.
+
+    ``failure_is_final`` (settings without a shrink phase, as a batch's): a case that fails the check is
+    reported as the hypothesis run reports it, that case as the minimal failing input, without the run.
+    Hypothesis draws the same cases in the same order whatever the layer does (derandomized, seeded) and,
+    not shrinking, reports the first that fails; the run would only repeat the remembered cases up to that
+    one and the failing one once more to report it, each a call of the student's code. tests/test_replay.py
+    proves the verdicts and messages the same with and without replays over mutants of the library.
 
     Hypothesis seeds Python's and numpy's global PRNGs around each example; a replay does not (84 us a
     case, ~3% of a batch's grading): no check body draws from them (each draws from its own seeded
@@ -318,8 +321,20 @@ def _replay(cases: list, body: Callable[[Any], None]) -> None:
             raise
         except WorkerFailure as exc:  # as the hypothesis run ends on it (a hang is not waited for twice)
             raise CheckErrored(f"{exc}\n  input: {case.summary()}") from None
+        except (CheckFailed, CheckErrored) as exc:
+            if not failure_is_final:
+                raise ReplayMissed() from None  # hypothesis shrinks it: the run reports a smaller case
+            raise _as_reported(exc, case) from None
         except Exception:  # noqa: BLE001 - a failure is reported by the full hypothesis run, never from here
             raise ReplayMissed() from None
+
+
+def _as_reported(exc: Exception, case: Any) -> Exception:
+    """A check's failure as :func:`for_all` reports it: the exception's own words, then the failing case."""
+    again = type(exc)(f"{exc}\n  minimal failing input: {case.summary()}")
+    if hasattr(exc, "review"):
+        again.review = exc.review  # a finding that marks the submission for review keeps its reasons
+    return again
 
 
 def default_settings(profile: str) -> Settings:

@@ -2,7 +2,8 @@
 
 A check that passed once in this process replays its cases from memory for the next layer; a case
 that does not pass makes the whole check run again under hypothesis, which finds and shrinks the
-failure as before. So a broken layer graded after a correct one must get exactly the verdicts and
+failure as before, or, where the settings do not shrink (a batch's), is reported as that run would
+report it. Either way a broken layer graded after a correct one must get exactly the verdicts and
 messages it gets with replays switched off.
 """
 

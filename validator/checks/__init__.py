@@ -156,7 +156,8 @@ def for_all(ctx: Context, check: CheckSpec, strategy, body: Callable[[Any], None
     layer graded in this process (a batch slot, a test session). A replayed case that does not simply
     pass raises :class:`ReplayMissed`, and :func:`run_check_fn` runs the whole check again without
     replays, so hypothesis finds and shrinks the failure as it always does, with the check's own
-    bookkeeping fresh. ``variant`` tells apart the strategies one check uses (its regimes). ``cases_of`` names
+    bookkeeping fresh; where the settings do not shrink (a batch's), a failed check is reported from the
+    replay as that run would report it (see :func:`_replay`). ``variant`` tells apart the strategies one check uses (its regimes). ``cases_of`` names
     another check of the challenge whose seed to draw with: given the same strategy, the same cases (a check that
     judges the runs another check makes, see validator.checks.composite).
     """

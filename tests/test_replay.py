@@ -113,17 +113,14 @@ def test_without_a_shrink_phase_a_replayed_failure_is_the_hypothesis_runs_failur
                                   catalogue=catalogue()))
 
     graded(ROOT / "reference" / "layers.py")
-    ended = {"reported": 0, "missed": 0}
+    reported = [0]
     real = checks._replay
 
     def replay(cases, body, **kwargs):
         try:
             return real(cases, body, **kwargs)
-        except checks.ReplayMissed:
-            ended["missed"] += 1
-            raise
         except (checks.CheckFailed, checks.CheckErrored):
-            ended["reported"] += 1
+            reported[0] += 1
             raise
 
     monkeypatch.setattr(checks, "_replay", replay)
@@ -135,4 +132,4 @@ def test_without_a_shrink_phase_a_replayed_failure_is_the_hypothesis_runs_failur
             no_replay.setenv("VALIDATOR_NO_REPLAY", "1")
             assert graded(path) == replayed, broken
         assert any(status != "passed" for status, _, _ in replayed.values()), broken
-    assert ended["reported"] > 0
+    assert reported[0] > 0

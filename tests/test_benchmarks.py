@@ -59,3 +59,16 @@ def test_where_time_goes_floor_runs_the_calls_a_grading_sent(tmp_path, capsys):
     calls = int(line.split("submission's ")[1].split()[0])
     assert calls > 0 and f"{calls} calls of the student's code" in text
     assert float(line.split("wire): ")[1].split()[0]) > 0
+
+
+def test_bench_wire_moves_a_class_submissions_replies_through_a_reply_channel(capsys):
+    """The wire benchmark's replies reach the reader whole (a Reader refuses a short or forged one), and it prints
+    both paths' CPU and their ratio."""
+    bench = _load("bench_wire")
+    messages = bench.replies(count=12)
+    assert bench.replies(count=12)[5]["output"].shape == messages[5]["output"].shape  # the same every run
+    writer, reader = bench._run(messages, raw=False, sndbuf=0)
+    assert writer > 0 and reader > 0
+    assert bench.main(["--submissions", "1", "--rounds", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "128 messages" in text and "protocol / baseline:" in text

@@ -151,25 +151,32 @@ def test_what_is_written_is_packs_bytes_whatever_the_tensors():
     message = {"big": big, "t": big.T, "sub": torch.Tensor._make_subclass(Odd, torch.randn(70_000)),
                "z": torch.randn(9000, dtype=torch.complex64).conj(), "b": torch.rand(70_000) > 0.5,
                "h": torch.randn(40_000).to(torch.bfloat16), "small": [torch.arange(3), torch.empty(0, 4)],
-               "m": torch.empty(3, device="meta"), "n": 2, "s": "x"}
+               "m": torch.empty(3, device="meta"), "n": 2, "s": "x",
+               # more pieces than one write gathers (_IOV_MAX), empty ones among them
+               "many": [torch.full((k % 3,), float(k)) for k in range(700)]}
     expected = pack(message)
-    r, w = os.pipe()
-    os.set_blocking(w, False)
-    chunks = []
+    assert expected[4:].startswith(b'{"big": {"__tensor__": 0')  # what pack makes, not an empty message
+    for deadline in (None, 60):
+        r, w = os.pipe()
+        os.set_blocking(w, deadline is None)
+        chunks = []
 
-    def drain():
-        while data := os.read(r, 4096):
-            chunks.append(data)
+        def drain():
+            while data := os.read(r, 4096):
+                chunks.append(data)
 
-    reader = threading.Thread(target=drain)
-    reader.start()
-    try:
-        write_message(w, message, deadline=__import__("time").monotonic() + 60)
-    finally:
-        os.close(w)
-        reader.join(timeout=60)
-        os.close(r)
-    assert b"".join(chunks) == expected
+        reader = threading.Thread(target=drain)
+        reader.start()
+        try:
+            write_message(w, message, deadline=None if deadline is None else __import__("time").monotonic() + deadline)
+        finally:
+            os.close(w)
+            reader.join(timeout=60)
+            os.close(r)
+        assert b"".join(chunks) == expected
+    back = _fed(expected, chunk=1 << 16)
+    assert torch.equal(back["t"], big.T) and torch.equal(back["z"], message["z"].resolve_conj())
+    assert [t.tolist() for t in back["many"]] == [t.tolist() for t in message["many"]]
 
 
 def test_the_fast_header_is_the_plain_walks_byte_for_byte():
@@ -194,5 +201,5 @@ def test_the_fast_header_is_the_plain_walks_byte_for_byte():
                     dict(base, tuple_key={(1, 2): 3}), {"inf": float("-inf"), "x": torch.ones(2)}]:
         walked, fast = [], []
         assert protocol._header(message, fast) == json.dumps(protocol._encode(message, walked), allow_nan=False).encode()
-        assert fast == walked
+        assert [protocol.tensor_bytes(t) for t in fast] == [protocol.tensor_bytes(t) for t in walked]
     assert roundtrip({"k": {True: torch.ones(1)}})["k"]["true"].item() == 1.0

@@ -34,7 +34,7 @@ from validator.context import ReferenceUnavailable
 from validator.draws import copied
 from validator.runner import execute
 from validator.worker.protocol import (ProtocolError, _count_tensors, _decode, dtype_name, pack, plain_tensor,
-                                       tensor_bytes)
+                                       tensor_bytes, values_view)
 
 FORMAT = 1
 SUFFIX = ".frozen"
@@ -78,23 +78,6 @@ def _feed(out: list, obj: Any) -> None:
         out.append(f"?{type(obj).__name__}:{obj!r}|".encode())
 
 
-def _memory_view():
-    """``PyMemoryView_FromMemory``: a read-only view of a tensor's memory for the hash, without the copy
-    :func:`~validator.worker.protocol.tensor_bytes` makes (a speed check's call holds megabytes)."""
-    import ctypes
-
-    try:
-        fn = ctypes.pythonapi.PyMemoryView_FromMemory
-    except AttributeError:  # a Python without its C API in ctypes: copy
-        return None
-    fn.restype, fn.argtypes = ctypes.py_object, (ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int)
-    return fn
-
-
-_VIEW = _memory_view()
-_PYBUF_READ = 0x100
-
-
 def _update_with_values(digest: Any, t: torch.Tensor) -> None:
     """Hash a tensor's values in row-major order (:func:`~validator.worker.protocol.plain_tensor`'s memory)."""
     if t.device.type == "meta" or not t.numel():
@@ -103,8 +86,7 @@ def _update_with_values(digest: Any, t: torch.Tensor) -> None:
     plain = plain_tensor(t)
     n = plain.numel() * plain.element_size()
     digest.update(b"|%d|" % n)
-    # hashed at once, while ``plain`` holds the memory
-    digest.update(_VIEW(plain.data_ptr(), n, _PYBUF_READ) if _VIEW is not None else tensor_bytes(plain))
+    digest.update(values_view(plain))  # hashed at once, while ``plain`` holds the memory
 
 
 def call_key(call: dict) -> str:

@@ -84,6 +84,7 @@ def channel() -> tuple[int, int]:
     return ours.detach(), theirs.detach()
 
 
+_IOV_MAX = 512  # buffers one read scatters into, or one write gathers from (the kernel's limit is 1024)
 PIPE_BYTES = 1 << 20  # what Linux lets any process ask of a pipe (/proc/sys/fs/pipe-max-size)
 
 
@@ -125,7 +126,8 @@ def plain_tensor(t: torch.Tensor) -> torch.Tensor:
     own tensors, mostly), else a copy, so that a subclass or odd strides never reach the bytes read from it."""
     if type(t) is torch.Tensor and t.device.type == "cpu" and t.is_contiguous() and not t.is_conj() and not t.is_neg():
         return t
-    return torch.Tensor._make_subclass(torch.Tensor, t.detach()).to("cpu").contiguous()
+    # resolve_conj: a conjugated view's memory holds the values before conjugation, and contiguous() keeps the bit
+    return torch.Tensor._make_subclass(torch.Tensor, t.detach()).to("cpu").resolve_conj().resolve_neg().contiguous()
 
 
 def tensor_bytes(t: torch.Tensor) -> bytes:
@@ -139,6 +141,32 @@ def tensor_bytes(t: torch.Tensor) -> bytes:
     return ctypes.string_at(plain.data_ptr(), nbytes) if nbytes else b""
 
 
+def _memory_view():
+    """``PyMemoryView_FromMemory``, or None where ctypes does not reach Python's C API."""
+    try:
+        fn = ctypes.pythonapi.PyMemoryView_FromMemory
+    except AttributeError:
+        return None
+    fn.restype, fn.argtypes = ctypes.py_object, (ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int)
+    return fn
+
+
+_VIEW = _memory_view()
+_PYBUF_READ = 0x100
+
+
+def values_view(plain: torch.Tensor) -> memoryview | bytes:
+    """The bytes of a :func:`plain_tensor`'s values without copying them: a read-only view of its memory, valid
+    only while ``plain`` lives and is not written to (a copy where Python's C API is out of ctypes' reach).
+
+    What the wire and the call keys read megabytes through: a copy of a reply's buffers, then of the message
+    they were joined into, cost the worker more than the rest of sending it (benchmarks/bench_wire.py)."""
+    nbytes = plain.numel() * plain.element_size()
+    if not nbytes:
+        return b""
+    return _VIEW(plain.data_ptr(), nbytes, _PYBUF_READ) if _VIEW is not None else tensor_bytes(plain)
+
+
 _AS_IS = frozenset({str, int, bool, type(None)})  # JSON already: returned untouched
 
 
@@ -149,7 +177,7 @@ def _json_key(k: Any) -> str:
     return "true" if k is True else "false" if k is False else "null" if k is None else str(k)
 
 
-def _encode(obj: Any, buffers: list[bytes]) -> Any:
+def _encode(obj: Any, buffers: list[torch.Tensor]) -> Any:
     """``obj`` made JSON: each tensor a description numbering its bytes in ``buffers``, NaN and the infinities
     tagged. The walk :func:`_header` falls back on; its every other value is what the fast path writes."""
     if type(obj) in _AS_IS:  # the plain values first, then the containers: a message is mostly these
@@ -167,24 +195,25 @@ def _encode(obj: Any, buffers: list[bytes]) -> Any:
     return _encode_other(obj, buffers)
 
 
-def _encode_other(obj: Any, buffers: list[bytes]) -> Any:
-    """A value JSON has no type for: a tensor (its bytes appended to ``buffers``), a dtype, else its repr."""
+def _encode_other(obj: Any, buffers: list[torch.Tensor]) -> Any:
+    """A value JSON has no type for: a tensor (appended to ``buffers``), a dtype, else its repr."""
     if isinstance(obj, torch.Tensor):
         meta = {"__tensor__": len(buffers), "dtype": dtype_name(obj.dtype),
                 "shape": list(obj.shape), "device": str(obj.device)}
         if obj.device.type == "meta":
             meta["__tensor__"] = None
             return meta
-        # A copy of the bytes of a dense CPU tensor: a subclass or odd strides can't leak through.
-        buffers.append(tensor_bytes(obj))
+        # A dense CPU tensor of the values (a subclass or odd strides can't leak through), read when written.
+        buffers.append(plain_tensor(obj))
         return meta
     if isinstance(obj, torch.dtype):
         return {"__dtype__": dtype_name(obj)}
     return repr(obj)
 
 
-def _header(message: Any, buffers: list[bytes]) -> bytes:
-    """The message's JSON header, its tensors' bytes appended to ``buffers`` in the order the header numbers them.
+def _header(message: Any, buffers: list[torch.Tensor]) -> bytes:
+    """The message's JSON header, its tensors appended to ``buffers`` as :func:`plain_tensor` in the order the
+    header numbers them.
 
     JSON's C encoder walks the message and calls back only for what JSON has no type for: a class's requests
     (~3 KB of JSON around ~15 tensors each) took 52 instead of 73 us a header. Where it stops, at a NaN or an
@@ -247,34 +276,52 @@ def _described(meta: dict) -> tuple[torch.dtype, list[int], int]:
     return dtype, shape, nbytes
 
 
+def _pieces(message: Any) -> tuple[list[bytes | memoryview], list[torch.Tensor]]:
+    """The message as the pieces it is written in (``[u32 header length][header][u64 len][bytes]...``), each
+    tensor's bytes a view of its memory, and the tensors those views read (alive while the pieces are used)."""
+    tensors: list[torch.Tensor] = []
+    header = _header(message, tensors)
+    pieces: list[bytes | memoryview] = [struct.pack("<I", len(header)), header]
+    for t in tensors:
+        values = values_view(t)
+        pieces.append(struct.pack("<Q", len(values)))
+        pieces.append(values)
+    return pieces, tensors
+
+
 def pack(message: Any) -> bytes:
-    buffers: list[bytes] = []
-    header = _header(message, buffers)
-    parts = [struct.pack("<I", len(header)), header]
-    for b in buffers:
-        parts.append(struct.pack("<Q", len(b)))
-        parts.append(b)
-    return b"".join(parts)
+    """The message's bytes, as :func:`write_message` writes them."""
+    pieces, _tensors = _pieces(message)
+    return b"".join(pieces)
 
 
 def write_message(fd: int, message: Any, deadline: float | None = None) -> None:
-    """Write one message. With a deadline the descriptor must be non-blocking: a reader that
-    stops reading (a worker stuck writing replies nobody asked for) is a :class:`ChannelTimeout`,
-    never a grader blocked for ever."""
-    data = memoryview(pack(message))
-    while data:
+    """Write one message, gathered from its pieces (no copy of its tensors' bytes in this process). With a
+    deadline the descriptor must be non-blocking: a reader that stops reading (a worker stuck writing replies
+    nobody asked for) is a :class:`ChannelTimeout`, never a grader blocked for ever."""
+    pieces, _tensors = _pieces(message)  # the tensors stay alive while their views are written
+    pending = [memoryview(p) for p in pieces if len(p)]
+    done = 0
+    while done < len(pending):
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ChannelTimeout("timed out sending a request to the worker")
             select.select([], [fd], [], left)
         try:
-            n = os.write(fd, data)
+            n = os.writev(fd, pending[done:done + _IOV_MAX])
         except BlockingIOError:
             if deadline is None:
                 select.select([], [fd], [])
             continue
-        data = data[n:]
+        while n:  # move past what this write took
+            head = pending[done]
+            if n >= len(head):
+                n -= len(head)
+                done += 1
+            else:
+                pending[done] = head[n:]
+                n = 0
 
 
 class Reader:
@@ -418,9 +465,6 @@ class Reader:
             raise
         except Exception as exc:  # noqa: BLE001 - a field of the wrong type: the sender's fault
             raise ProtocolError(f"undecodable message ({type(exc).__name__}: {str(exc)[:200]})") from None
-
-
-_IOV_MAX = 512  # buffers one read scatters into (the kernel's limit is 1024)
 
 
 def _first_views(pending: list[memoryview]) -> list[memoryview]:

@@ -38,6 +38,42 @@ def test_zero_size_scalar_meta_and_special_floats():
     assert back["dtype"] is torch.float64
 
 
+def _raw(header: dict, buffers: list[bytes]) -> bytes:
+    text = __import__("json").dumps(header).encode()
+    return struct.pack("<I", len(text)) + text + b"".join(struct.pack("<Q", len(b)) + b for b in buffers)
+
+
+def test_a_read_message_is_what_the_recursive_decoder_makes_of_it():
+    """Reader.read replaces each tagged value where it sits in the parsed header (protocol._scan): the same message
+    as protocol._decode, which builds every dict and list again, for tensors at any depth, the header itself a
+    tensor, floats and dtypes in lists, and tags inside tags (a tensor description's own keys are not read)."""
+    import copy
+    import json
+
+    from validator.worker import protocol
+
+    f32 = {"dtype": "float32", "shape": [2]}
+    header = {"a": {"__tensor__": 0, **f32}, "l": [1, {"__float__": "nan"}, [{"__dtype__": "int64"}, "x"]],
+              "d": {"deep": [{"k": {"__tensor__": 1, **f32}}], "m": {"__tensor__": None, "dtype": "bool", "shape": [3]}},
+              "t": {"__tensor__": 2, **f32, "extra": {"__float__": "inf"}}, "f": {"__float__": "-inf", "__dtype__": "x"},
+              "n": None, "s": "__tensor__"}
+    buffers = [struct.pack("<2f", k, k + 0.5) for k in range(3)]
+    got = _fed(_raw(header, buffers), chunk=7)
+    expected = protocol._decode(copy.deepcopy(header), [bytearray(b) for b in buffers])
+    def shown(obj):
+        if isinstance(obj, torch.Tensor):
+            return [str(obj.dtype), obj.device.type, list(obj.shape), obj.tolist() if obj.device.type != "meta" else None]
+        return repr(obj)
+
+    assert json.dumps(got, default=shown) == json.dumps(expected, default=shown)
+    assert "NaN" in json.dumps(got, default=shown) and "torch.int64" in json.dumps(got, default=shown)
+    assert got["l"][1] != got["l"][1] and got["l"][2][0] is torch.int64 and got["d"]["m"].device.type == "meta"
+    root = _fed(_raw({"__tensor__": 0, **f32}, buffers[:1]), chunk=64)
+    assert isinstance(root, torch.Tensor) and root.tolist() == [0.0, 0.5]
+    with pytest.raises(ProtocolError, match="undecodable"):  # a float tag holding a tag: as the recursive decoder
+        _fed(_raw({"x": {"__float__": {"__float__": "nan"}}}, []), chunk=64)
+
+
 def test_a_tensor_subclass_arrives_as_a_plain_tensor():
     class Liar(torch.Tensor):
         def __eq__(self, other):  # pragma: no cover - must never be called by the grader

@@ -240,8 +240,9 @@ def _decode(obj: Any, buffers: list[bytes]) -> Any:
     return obj
 
 
-def _decode_tensor(meta: dict, buffers: list[bytes | bytearray]) -> torch.Tensor:
-    dtype, shape, nbytes = _described(meta)
+def _decode_tensor(meta: dict, buffers: list[bytes | bytearray],
+                   described: tuple[torch.dtype, list[int], int] | None = None) -> torch.Tensor:
+    dtype, shape, nbytes = described if described is not None else _described(meta)
     index = meta["__tensor__"]
     if index is None:
         if len(shape) > 64:
@@ -447,7 +448,7 @@ class Reader:
             raise ProtocolError(f"malformed message header: {str(exc)[:200]}") from None
         if not isinstance(header, dict):
             raise ProtocolError(f"message header is a JSON {type(header).__name__}, not an object")
-        metas = _tensor_metas(header, self.max_depth)  # every tensor's byte count, known from its shape and dtype
+        metas, tagged = _scan(header, self.max_depth)  # every tensor's byte count, from its shape and dtype
         total = hlen + sum(8 + n for n, _ in metas)
         if total > self.max_bytes:
             raise ProtocolError(f"message larger than the grader accepts ({self.max_bytes >> 20} MiB)")
@@ -460,7 +461,7 @@ class Reader:
         _check_lengths(metas, parts[0::2])
         buffers = parts[1::2]
         try:
-            return _decode(header, buffers)
+            return _decode_in_place(header, tagged, buffers)
         except ProtocolError:
             raise
         except Exception as exc:  # noqa: BLE001 - a field of the wrong type: the sender's fault
@@ -498,32 +499,57 @@ def _close_passed(data: bytes) -> None:
             pass
 
 
-def _tensor_metas(header: dict, max_depth: int) -> list[tuple[int, dict]]:
+def _scan(header: dict, max_depth: int) -> tuple[list[tuple[int, dict]], list[tuple]]:
     """One walk over a decoded header, without recursion: refuse nesting deeper than ``max_depth`` (every list
-    and dict counts, a tensor's description included), and return ``(byte count, description)`` of each tensor
-    buffer the message carries, in buffer order, the count from the tensor's shape and dtype. Each buffer must
-    be named by exactly one tensor, and the buffers numbered from 0 without a gap."""
+    and dict counts, a tensor's description included); return ``(byte count, description)`` of each tensor
+    buffer the message carries, in buffer order, the count from the tensor's shape and dtype, and where each
+    tagged value sits (a tensor, a float or a dtype, as :func:`_decode` reads them): ``(container, key, tag,
+    the tensor's dtype, shape and byte count or None)``, ``container`` None for the header itself. What a tag
+    holds is not walked: it is read as :func:`_decode` reads it, then replaced. Each buffer must be named by
+    exactly one tensor, and the buffers numbered from 0 without a gap."""
     sizes: dict[int, tuple[int, dict]] = {}
-    stack = [(header, 1)]
+    tagged: list[tuple] = []
+    stack: list[tuple[Any, int, Any, Any]] = [(header, 1, None, None)]
+    pop, push = stack.pop, stack.append
     while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            values = item.values()
-            if "__tensor__" in item and item["__tensor__"] is not None:
-                index = item["__tensor__"]
-                if type(index) is not int or index < 0 or index in sizes:
-                    raise ProtocolError("tensor refers to a missing (or already used) buffer")
-                sizes[index] = (_described(item)[2], item)
-        elif isinstance(item, list):
-            values = item
-        else:
-            continue
+        item, depth, container, key = pop()
         if depth > max_depth:
             raise ProtocolError(f"message header nested deeper than {max_depth} levels")
-        stack.extend((v, depth + 1) for v in values if isinstance(v, (dict, list)))
+        if type(item) is dict:
+            if "__tensor__" in item:
+                described = _described(item)
+                index = item["__tensor__"]
+                if index is not None:
+                    if type(index) is not int or index < 0 or index in sizes:
+                        raise ProtocolError("tensor refers to a missing (or already used) buffer")
+                    sizes[index] = (described[2], item)
+                tagged.append((container, key, item, described))
+                continue
+            if "__float__" in item or "__dtype__" in item:
+                tagged.append((container, key, item, None))
+                continue
+            children = item.items()
+        else:
+            children = enumerate(item)
+        depth += 1
+        for k, v in children:
+            kind = type(v)
+            if kind is dict or kind is list:
+                push((v, depth, item, k))
     if sorted(sizes) != list(range(len(sizes))):
         raise ProtocolError("tensor refers to a missing (or already used) buffer")
-    return [sizes[i] for i in range(len(sizes))]
+    return [sizes[i] for i in range(len(sizes))], tagged
+
+
+def _decode_in_place(header: dict, tagged: list[tuple], buffers: list[bytearray]) -> Any:
+    """``header`` (freshly parsed, so this reader's own) with each tagged value :func:`_scan` found replaced where it
+    sits by what :func:`_decode` makes of it: the same message, without building every dict and list again."""
+    for container, key, tag, described in tagged:
+        value = _decode_tensor(tag, buffers, described) if described is not None else _decode(tag, buffers)
+        if container is None:
+            return value
+        container[key] = value
+    return header
 
 
 def _count_tensors(obj: Any) -> int:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
@@ -29,6 +30,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def machine_speed() -> float:
+    """Seconds the slowest of one process a core takes for ``sum(range(10**8))``, all at once: the machine's pure-Python
+    speed as a batch sees it (a shared machine's cores can be slower together than one alone)."""
+    probe = "import time; t = time.perf_counter(); sum(range(10**8)); print(time.perf_counter() - t)"
+    procs = [subprocess.Popen([sys.executable, "-c", probe], stdout=subprocess.PIPE, text=True)
+             for _ in range(os.cpu_count() or 1)]
+    return max(float(p.communicate()[0]) for p in procs)
 
 
 def generate(folder: Path, count: int, *, seed: int = 0, broken_share: float = 0.3,
@@ -160,8 +170,6 @@ def main() -> None:
     parser.add_argument("--no-pin", action="store_true",
                         help="let the scheduler place the slots (VALIDATOR_PIN_SLOTS=0), for comparison with pinning")
     args = parser.parse_args()
-    import os
-
     env = dict(os.environ, **({"VALIDATOR_PIN_SLOTS": "0"} if args.no_pin else {}))
 
     load_before = os.getloadavg()
@@ -193,11 +201,13 @@ def main() -> None:
         used = resource.getrusage(resource.RUSAGE_CHILDREN)
         return used.ru_utime + used.ru_stime
 
+    speed_before = machine_speed()
     cpu_before = children_cpu()
     started = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True, env=env)
     elapsed = time.perf_counter() - started
     cpu = children_cpu() - cpu_before  # the grader, its slots and every worker they waited for
+    speed_after = machine_speed()
     if proc.returncode != 0:
         print(proc.stderr[-4000:], file=sys.stderr)
         sys.exit(f"validator grade exited {proc.returncode}")
@@ -224,6 +234,8 @@ def main() -> None:
           f"does not change: {os.cpu_count()} cores give {os.cpu_count() * 600 / 1000:.1f} s each to 1000 in 600 s)")
     print(f"projected: 1000 submissions at this rate in {elapsed / args.count * 1000:.0f} s (target 600 s); "
           f"load average before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"machine: sum(range(10**8)) took {speed_before:.2f} s before and {speed_after:.2f} s after, on every core "
+          "at once (the slowest core; figures compare across runs only as far as these do)")
     for kind, times in sorted(per_kind.items()):
         print(f"  {kind:8s} {len(times):4d}  mean {sum(times) / len(times):5.1f} s  max {max(times):5.1f} s  "
               f"mean score {100 * sum(scores[kind]) / len(scores[kind]):5.1f}%")

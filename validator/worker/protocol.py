@@ -315,14 +315,21 @@ def write_message(fd: int, message: Any, deadline: float | None = None) -> None:
             if deadline is None:
                 select.select([], [fd], [])
             continue
-        while n:  # move past what this write took
-            head = pending[done]
-            if n >= len(head):
-                n -= len(head)
-                done += 1
-            else:
-                pending[done] = head[n:]
-                n = 0
+        done = _advance(pending, done, n)
+
+
+def _advance(pending: list[memoryview], done: int, n: int) -> int:
+    """Move past the ``n`` bytes one system call took from (or put into) ``pending`` from piece ``done`` on: the
+    first piece not finished, the one it stopped in cut to what is left of it."""
+    while n:
+        head = pending[done]
+        if n >= len(head):
+            n -= len(head)
+            done += 1
+        else:
+            pending[done] = head[n:]
+            n = 0
+    return done
 
 
 class Reader:
@@ -427,14 +434,7 @@ class Reader:
                 closed = ChannelClosed("channel closed")
                 closed.complete = done
                 raise closed
-            while k:  # move past what this read filled
-                head = pending[done]
-                if k >= len(head):
-                    k -= len(head)
-                    done += 1
-                else:
-                    pending[done] = head[k:]
-                    k = 0
+            done = _advance(pending, done, k)
 
     def read(self, deadline: float | None = None) -> Any:
         (hlen,) = struct.unpack("<I", self._take(4, deadline))

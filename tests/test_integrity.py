@@ -406,6 +406,18 @@ def test_the_event_tree_and_the_event_list_judge_every_traced_run_alike(monkeypa
     assert any(unseen for unseen, _ in compared) and all(counts for _, counts in compared)
 
 
+def test_a_tree_that_reads_otherwise_falls_back_on_the_event_list(monkeypatch):
+    """Another torch's tree events without the names or children read here: the event list judges the run, and
+    the honest layer is not accused (a profiler that 'recorded nothing' would be)."""
+    class Odd:
+        tag = None
+
+    monkeypatch.setattr(runner, "_event_tree", lambda profiler: [Odd()])
+    result = _run_idiom(IDIOMS["type_as_same_dtype"], torch.float32)
+    assert result["ok"] and result["tampered"] == [], result
+    assert _traced(BYPASSES["dispatch_disabled"][0])["tampered"]  # and the list still names a bypass
+
+
 def test_thread_started_in_forward_is_tampered_evidence(monkeypatch):
     import _thread
 

@@ -247,4 +247,5 @@ if __name__ == "__main__":
     from validator import lifetime
 
     lifetime.SHORT_LIVED = True  # a process of its own, like the slot it measures: its heap frozen as a slot's is
+    lifetime.keep_freed_memory()  # and its freed memory kept, as a slot's is
     sys.exit(main())

@@ -183,3 +183,27 @@ def test_a_batch_template_hands_its_workers_warm_meta_kernels(tmp_path):
         template.close()
     assert reply.get("ok"), reply
     assert "SYMPY_WAS_THERE" in str(reply), reply
+
+
+def test_a_process_that_keeps_freed_memory_reuses_its_pages():
+    # A 16 MiB buffer, freed and asked for again: by default glibc maps it afresh and every page faults again
+    # (zeroed by the kernel); kept, the second buffer reuses the first one's pages.
+    code = """
+        import resource
+        from validator import lifetime
+        kept = {keep} and lifetime.keep_freed_memory()
+        def faults(size):
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            block = bytearray(size)
+            block[::4096] = b"x" * len(block[::4096])
+            del block
+            return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+        faults(16 << 20)
+        print(kept, faults(16 << 20))
+    """
+    kept, again = _run(code.format(keep=True)).split()
+    if kept != "True":
+        pytest.skip("no glibc mallopt here")
+    assert int(again) < 256, again
+    default, again = _run(code.format(keep=False)).split()
+    assert int(again) > 2048, again  # what the setting saves: the test would pass without it otherwise

@@ -194,6 +194,7 @@ def run() -> int:
     from validator import lifetime
 
     lifetime.SHORT_LIVED = True
+    lifetime.keep_freed_memory()
     code = main()
     gc.freeze()
     return code

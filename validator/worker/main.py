@@ -349,8 +349,9 @@ def template(ctrl_fd: int) -> None:
     """Serve spawn/wait/sweep requests from the grader until it closes the control socket.
 
     A batch's slot forks a worker per submission from here, so the meta device is warmed too."""
-    from validator import sandbox
+    from validator import lifetime, sandbox
 
+    lifetime.keep_freed_memory()  # each fork is a worker for one submission
     _prepare_template()
     warm_meta_device()
     sandbox.set_subreaper()

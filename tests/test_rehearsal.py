@@ -351,6 +351,16 @@ def test_two_calls_are_the_same_request_exactly_when_the_worker_would_be_sent_th
     z = torch.tensor([1 + 2j])
     assert same_request(z.conj(), z.conj().resolve_conj()) == (pack(z.conj()) == pack(z.conj().resolve_conj()))
     assert same_request(torch.float32, torch.float32) and not same_request(torch.float32, torch.float64)
+    # each of _same_tensor's ways agrees with the encoding: integers as they are, floats by their bits, a negated
+    # view by the values it shows, a strided view by its own elements, an object with itself
+    x = torch.tensor([0.5, -1.0, float("nan")])
+    others = [torch.tensor([3, -4]), torch.tensor([3, 4]), torch.tensor([3, -4], dtype=torch.int32), x, x.clone(),
+              torch._neg_view(-x), torch._neg_view(x), torch.arange(6.0).reshape(2, 3).t(),
+              torch.arange(6.0).reshape(3, 2), torch.zeros(3, dtype=torch.float8_e4m3fn)]
+    for a in others:
+        assert same_request(a, a)
+        for b in others:
+            assert same_request(a, b) == (pack(a) == pack(b)), (a, b)
 
 
 if __name__ == "__main__":  # a repository's runs in a fresh process (the repository test above)

@@ -68,39 +68,64 @@ def same_request(a: Any, b: Any) -> bool:
     """Whether two grader-side calls make the same request: what the worker would be sent for one, byte for
     byte, it would be sent for the other (validator.worker.protocol.pack's encoding: a tensor is its dtype,
     shape, device and bytes; a float its repr, so -0.0 and NaN count). Stricter where that is cheaper: the
-    same types throughout (a tuple is not a list, True is not 1), dict keys in the same order."""
-    kind = type(a)
-    if kind is not type(b):
-        return False
-    if kind in _SCALARS:
-        return a == b
-    if kind is dict:
-        return list(a) == list(b) and all(same_request(a[k], b[k]) for k in a)
-    if kind is list or kind is tuple:
-        return len(a) == len(b) and all(same_request(x, y) for x, y in zip(a, b))
-    if kind is float:
-        return repr(a) == repr(b)
-    if kind is torch.Tensor:
-        return _same_tensor(a, b)
-    if kind is torch.dtype:
-        return a == b
-    return repr(a) == repr(b)
+    same types throughout (a tuple is not a list, True is not 1), dict keys in the same order.
+
+    One loop over pairs still to compare, not a call per node: ~870 calls a class submission, ~30 nodes and
+    ~2 tensors each, were ~10% of a slot's grading process. An object compared with itself is the same."""
+    pending = [(a, b)]
+    pop, extend = pending.pop, pending.extend
+    while pending:
+        a, b = pop()
+        if a is b:
+            continue
+        kind = type(a)
+        if kind is not type(b):
+            return False
+        if kind in _SCALARS:
+            if a != b:
+                return False
+        elif kind is dict:
+            if len(a) != len(b) or list(a) != list(b):
+                return False
+            extend(zip(a.values(), b.values()))
+        elif kind is list or kind is tuple:
+            if len(a) != len(b):
+                return False
+            extend(zip(a, b))
+        elif kind is torch.Tensor:
+            if not _same_tensor(a, b):
+                return False
+        elif kind is float or kind is not torch.dtype:
+            if repr(a) != repr(b):
+                return False
+        elif a != b:  # a dtype
+            return False
+    return True
 
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+# dtypes whose values are equal exactly when their bits are (no NaN, no -0.0): torch.equal compares them as they are
+_EXACT = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64})
 
 
 def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.dtype != b.dtype or a.shape != b.shape or a.device != b.device:
+    """Bit for bit (NaN equals its own bits, -0.0 is not 0.0), in ~6,000 comparisons a class submission: the
+    common case, two plain CPU tensors, asks torch as little as it can."""
+    dtype = a.dtype
+    if dtype is not b.dtype or a.shape != b.shape:
         return False
-    plain = (a.device.type == "cpu" and b.device.type == "cpu" and not (a.is_conj() or a.is_neg() or b.is_conj()
-             or b.is_neg()) and not a.dtype.is_complex and a.element_size() in _BITS)
-    if not plain:
+    if not (a.is_cpu and b.is_cpu) or a.is_neg() or b.is_neg() or a.is_conj() or b.is_conj() or dtype.is_complex:
+        from validator.worker.protocol import tensor_bytes
+
+        return a.device == b.device and tensor_bytes(a) == tensor_bytes(b)
+    if dtype in _EXACT:
+        return torch.equal(a, b)
+    bits = _BITS.get(a.element_size())
+    if bits is None:
         from validator.worker.protocol import tensor_bytes
 
         return tensor_bytes(a) == tensor_bytes(b)
-    bits = _BITS[a.element_size()]
-    return torch.equal(a.detach().view(bits), b.detach().view(bits))  # bit for bit: NaN equals its own bits
+    return torch.equal(a.detach().view(bits), b.detach().view(bits))
 
 
 @dataclass

@@ -19,13 +19,15 @@ the CPU seconds: compare those across runs.
 after one warm-up: what a class costs, where the same submission graded again finds every per-file result
 (its source scans, its replays) already known.
 
-``--floor`` also runs the last submission's calls, as they were sent, in this process (:func:`floor`): the
-layers' and the runner's own cost, against which the rest is the grading around them.
+``--floor`` also runs the last submission's calls in this process (:func:`floor`): the layers' and the
+runner's own cost, against which the rest is the grading around them; and that cost per test, each call
+counted under the check that asks for it (the submission graded once more for that, without rehearsals).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import shutil
 import sys
@@ -48,9 +50,12 @@ def _worker_cpu(pid: int) -> tuple[float, float] | None:
         return None
 
 
-def measure(submission: Path | list[Path], *, repeat: int, challenges: list[str] | None, isolate: bool) -> dict:
+def measure(submission: Path | list[Path], *, repeat: int, challenges: list[str] | None, isolate: bool,
+            attribute: bool = False) -> dict:
     """Grade ``submission`` 1 + ``repeat`` times in one slot (or each of a list of submissions once, the first
-    as the warm-up); return the means of the measured ones."""
+    as the warm-up); return the means of the measured ones. ``attribute``: then grade the last submission once
+    more, unmeasured and unrehearsed, so that each call is sent by the check that asks for it; its calls, each
+    with that check's test, are ``m["asked"]`` (what :func:`floor` times per test)."""
     submissions = submission if isinstance(submission, list) else [submission] * (1 + repeat)
     repeat = len(submissions) - 1
     from validator import grading, paths, sandbox
@@ -64,7 +69,7 @@ def measure(submission: Path | list[Path], *, repeat: int, challenges: list[str]
     chosen = challenges or list(catalogue)
     slot = Slot(slot_config(challenges=chosen, seed=OFFICIAL_SEED, profile="batch",
                             limits=sandbox.Limits(wall_s=600), isolate=isolate))
-    state = {"check": None, "worker": [], "calls": []}
+    state = {"check": None, "worker": [], "asked": None}
     by_test: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0, 0, 0])  # n, wall, grader cpu, calls, traced, requests
 
     # every request reaches the worker through Worker._roundtrip (a rehearsal's batches too: validator.rehearsal)
@@ -72,7 +77,9 @@ def measure(submission: Path | list[Path], *, repeat: int, challenges: list[str]
 
     def request(self, message, *args, **kwargs):
         calls = message.get("calls") or ([message["call"]] if message.get("call") else [])
-        state["calls"].extend(calls)
+        if state["asked"] is not None:  # the attribution pass: not measured
+            state["asked"].extend((state["check"] or "(outside checks)", call) for call in calls)
+            return original_request(self, message, *args, **kwargs)
         row = by_test[state["check"] or "(outside checks)"]
         row[3] += len(calls)
         row[4] += sum(1 for c in calls if c.get("trace_ops") or c.get("track_memory"))
@@ -87,6 +94,11 @@ def measure(submission: Path | list[Path], *, repeat: int, challenges: list[str]
 
     def run_check(ctx, check, arg):
         state["check"] = check.test
+        if state["asked"] is not None:
+            try:
+                return original_run_check(ctx, check, arg)
+            finally:
+                state["check"] = None
         wall, cpu = time.perf_counter(), time.process_time()
         try:
             return original_run_check(ctx, check, arg)
@@ -103,7 +115,7 @@ def measure(submission: Path | list[Path], *, repeat: int, challenges: list[str]
         for n in range(1 + repeat):
             if n == 1:  # the first grading warmed the slot: measure from here
                 by_test.clear()
-            state["worker"], state["calls"] = [], []
+            state["worker"] = []
             wall, cpu = time.perf_counter(), time.process_time()
             report = slot.grade(f"run{n}", str(submissions[n]))
             settle_heap()  # as a slot does after each submission (this script is short-lived too)
@@ -118,6 +130,15 @@ def measure(submission: Path | list[Path], *, repeat: int, challenges: list[str]
                 else:
                     totals["worker_user"] += seen[0]
                     totals["worker_sys"] += seen[1]
+        if attribute:  # a rehearsal sends later checks' calls in the batch of an earlier one: not here
+            from validator import rehearsal
+
+            state["asked"], enabled = [], rehearsal.ENABLED[0]
+            rehearsal.ENABLED[0] = False
+            try:
+                slot.grade("attribution", str(submissions[-1]))
+            finally:
+                rehearsal.ENABLED[0] = enabled
     finally:
         client.Worker._roundtrip, client.Worker.close, grading.run_check = original_request, original_close, original_run_check
         slot.close()
@@ -125,16 +146,17 @@ def measure(submission: Path | list[Path], *, repeat: int, challenges: list[str]
     means["by_test"] = {k: [x / repeat for x in v]
                         for k, v in by_test.items()}
     means["challenges"] = len(chosen)
-    means["sent"] = state["calls"]  # the last submission's calls, as sent (for --floor)
+    means["asked"] = state["asked"]  # with attribute: (test, call), the same submission's calls, each as asked
     return means
 
 
-def floor(calls: list[dict], layers: Path) -> float:
-    """CPU seconds of ``calls`` run on ``layers`` as a worker runs them (one thread, the CPU generator alone seeded),
-    the second of two passes, in a child forked from this process (which keeps its torch settings): what the layers
-    and the runner cost without a grader, a worker process or the wire. What a batch spends beyond it is the
-    grading around the calls; a machine whose floor is above the target's CPU seconds cannot meet it with these
-    checks, whatever the grader does."""
+def floor(asked: list[tuple[str, dict]], layers: Path) -> tuple[float, dict[str, tuple[int, float]]]:
+    """CPU seconds of the calls in ``asked`` ((test, call) pairs) run on ``layers`` as a worker runs them (one
+    thread, the CPU generator alone seeded), the second of two passes, in a child forked from this process (which
+    keeps its torch settings): what the layers and the runner cost without a grader, a worker process or the
+    wire. What a batch spends beyond it is the grading around the calls; a machine whose floor is above the
+    target's CPU seconds cannot meet it with these checks, whatever the grader does. Also, per test: how many
+    calls, and their CPU seconds (each call timed on its own)."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns
@@ -144,7 +166,7 @@ def floor(calls: list[dict], layers: Path) -> float:
             quiet = os.open(os.devnull, os.O_WRONLY)  # torch's profiler notices and the layers' warnings
             os.dup2(quiet, 1)
             os.dup2(quiet, 2)
-            os.write(write_end, repr(_run_twice(calls, layers)).encode())
+            os.write(write_end, repr(_run_twice(asked, layers)).encode())
             code = 0
         finally:
             os._exit(code)
@@ -154,10 +176,10 @@ def floor(calls: list[dict], layers: Path) -> float:
     _, status = os.waitpid(pid, 0)
     if status != 0 or not text:
         raise RuntimeError(f"the floor's child process failed (wait status {status})")
-    return float(text)
+    return ast.literal_eval(text)
 
 
-def _run_twice(calls: list[dict], layers: Path) -> float:
+def _run_twice(asked: list[tuple[str, dict]], layers: Path) -> tuple[float, dict[str, tuple[int, float]]]:
     import runpy
 
     import torch
@@ -168,12 +190,17 @@ def _run_twice(calls: list[dict], layers: Path) -> float:
     seed_only_the_cpu()
     skip_dynamo_disable_shims()
     namespace = runpy.run_path(str(layers), run_name="student_layers")
-    for call in calls:  # torch's lazily built state, warm as a worker's template has it
+    for _, call in asked:  # torch's lazily built state, warm as a worker's template has it
         execute(namespace, call)
-    start = time.process_time()
-    for call in calls:
+    by_test: dict[str, tuple[int, float]] = {}
+    clock = time.process_time
+    start = clock()
+    for test, call in asked:
+        began = clock()
         execute(namespace, call)
-    return time.process_time() - start
+        n, seconds = by_test.get(test, (0, 0.0))
+        by_test[test] = (n + 1, seconds + clock() - began)
+    return clock() - start, by_test
 
 
 def render(m: dict) -> str:
@@ -195,7 +222,19 @@ def render(m: dict) -> str:
              "", f"{'test':28s} {'checks':>6s} {'wall s':>7s} {'share':>6s} {'grader s':>8s} {'calls':>6s} {'traced':>6s}"]
     for test, (n, wall, cpu, c, t, _) in rows:
         lines.append(f"{test:28s} {n:6.0f} {wall:7.3f} {100 * wall / checks_wall:5.1f}% {cpu:8.3f} {c:6.0f} {t:6.0f}")
+    if m.get("floor_by_test"):
+        total = m["floor"][1] or 1e-9
+        lines += ["", "the floor by test: each call timed on its own, under the check that asks for it "
+                      "(calls are what the checks ask for; a rehearsal only sends them sooner)",
+                  f"{'test':28s} {'calls':>6s} {'CPU s':>7s} {'share':>6s}"]
+        for test, (n, seconds) in sorted(m["floor_by_test"].items(), key=lambda kv: -kv[1][1]):
+            lines.append(f"{test:28s} {n:6d} {seconds:7.3f} {100 * seconds / total:5.1f}%")
     return "\n".join(lines)
+
+
+def _add_floor(m: dict, layers: Path) -> None:
+    total, by_test = floor(m["asked"], layers)
+    m["floor"], m["floor_by_test"] = (len(m["asked"]), total), by_test
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -207,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="grade N different submissions of a generated class (after one warm-up) instead")
     parser.add_argument("--no-isolate", action="store_true", help="no sandbox (uid, namespaces) for the worker")
     parser.add_argument("--floor", action="store_true",
-                        help="also run the last submission's calls in this process (no grader, worker or wire)")
+                        help="also run the last submission's calls in this process (no grader, worker or wire), per test")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
@@ -225,10 +264,11 @@ def main(argv: list[str] | None = None) -> int:
             kinds = generate_class(folder, args.distinct + 1, challenges=bugs,
                                    copies=max(1, (args.distinct + 1) // 20), max_per_bug=1)
             chosen = sorted(folder / name for name in kinds)
-            m = measure(chosen, repeat=args.distinct, challenges=args.challenges, isolate=not args.no_isolate)
+            m = measure(chosen, repeat=args.distinct, challenges=args.challenges, isolate=not args.no_isolate,
+                        attribute=args.floor)
             m["distinct"] = args.distinct
             if args.floor:
-                m["floor"] = (len(m["sent"]), floor(m["sent"], chosen[-1] / "layers.py"))
+                _add_floor(m, chosen[-1] / "layers.py")
             print(render(m))
             return 0
         if submission is None:
@@ -236,9 +276,9 @@ def main(argv: list[str] | None = None) -> int:
             submission.mkdir()
             shutil.copy(ROOT / "reference" / "layers.py", submission / "layers.py")
         m = measure(submission.resolve(), repeat=args.repeat, challenges=args.challenges,
-                    isolate=not args.no_isolate)
+                    isolate=not args.no_isolate, attribute=args.floor)
         if args.floor and (submission / "layers.py").is_file():
-            m["floor"] = (len(m["sent"]), floor(m["sent"], submission.resolve() / "layers.py"))
+            _add_floor(m, submission.resolve() / "layers.py")
     print(render(m))
     return 0
 

@@ -58,7 +58,14 @@ def test_where_time_goes_floor_runs_the_calls_a_grading_sent(tmp_path, capsys):
     line = next(line for line in text.splitlines() if "floor:" in line)
     calls = int(line.split("submission's ")[1].split()[0])
     assert calls > 0 and f"{calls} calls of the student's code" in text
-    assert float(line.split("wire): ")[1].split()[0]) > 0
+    total = float(line.split("wire): ")[1].split()[0])
+    assert total > 0
+    # per test: the calls as the checks asked for them (no rehearsal batch counted under an earlier check)
+    rows = text.split("the floor by test")[1].splitlines()[2:]
+    by_test = {row.split()[0]: (int(row.split()[1]), float(row.split()[2])) for row in rows if row.strip()}
+    assert sum(n for n, _ in by_test.values()) == calls
+    assert by_test["values"][0] > 0 and "forbidden_runtime" in by_test and "forbidden_source" not in by_test
+    assert sum(seconds for _, seconds in by_test.values()) <= total + 0.0005 * len(by_test)  # parts of the total
 
 
 def test_bench_wire_moves_a_class_submissions_replies_through_a_reply_channel(capsys):

@@ -288,4 +288,5 @@ if __name__ == "__main__":
 
     lifetime.SHORT_LIVED = True  # a process of its own, like the slot it measures: its heap frozen as a slot's is
     lifetime.keep_freed_memory()  # and its freed memory kept, as a slot's is
+    lifetime.collect_less_often()  # and its young objects collected as often as a slot's are
     sys.exit(main())

@@ -185,6 +185,20 @@ def test_a_batch_template_hands_its_workers_warm_meta_kernels(tmp_path):
     assert "SYMPY_WAS_THERE" in str(reply), reply
 
 
+def test_only_a_short_lived_process_collects_its_young_objects_less_often():
+    code = """
+        import gc
+        from validator import lifetime
+        lifetime.SHORT_LIVED = {flag}
+        before = gc.get_threshold()
+        lifetime.collect_less_often()
+        print(before[0], gc.get_threshold()[0], before[1:] == gc.get_threshold()[1:])
+    """
+    assert _run(code.format(flag=True)).split()[1:] == ["10000", "True"]
+    default, kept, _ = _run(code.format(flag=False)).split()
+    assert kept == default  # CPython's own threshold, which a test session keeps
+
+
 def test_a_process_that_keeps_freed_memory_reuses_its_pages():
     # A 16 MiB buffer, freed and asked for again: by default glibc maps it afresh and every page faults again
     # (zeroed by the kernel); kept, the second buffer reuses the first one's pages.

@@ -195,6 +195,7 @@ def run() -> int:
 
     lifetime.SHORT_LIVED = True
     lifetime.keep_freed_memory()
+    lifetime.collect_less_often()
     code = main()
     gc.freeze()
     return code

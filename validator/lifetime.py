@@ -54,3 +54,21 @@ def keep_freed_memory() -> bool:
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     return all(mallopt(param, value) == 1 for param, value in (
         (_M_MMAP_THRESHOLD, _MMAP_THRESHOLD), (_M_TRIM_THRESHOLD, _KEPT_FREE), (_M_TOP_PAD, 16 << 20)))
+
+
+YOUNG_THRESHOLD = 10_000  # net allocations between young-generation collections (CPython's default: 700)
+
+
+def collect_less_often() -> None:
+    """In a short-lived process: a young-generation collection every 10,000 net allocations, not 700.
+
+    A batch slot's grading made ~45 young collections a class submission and ~3 of the next generation
+    (~13 ms of the grader's ~600); at 10,000, ~2 and none (~5 ms). The batch's own process (the CLI's), whose
+    garbage mostly survives as reports kept for the class outputs, gains less: 30 submissions' collections
+    took 443 ms before and 288 after. Cyclic garbage waits a little longer before it is freed, and both
+    collect and freeze their heaps after each submission anyway (:func:`freeze_heap`). Not in a host that
+    lives on (a test session)."""
+    if SHORT_LIVED:
+        import gc
+
+        gc.set_threshold(YOUNG_THRESHOLD, *gc.get_threshold()[1:])

@@ -96,10 +96,10 @@ def same_request(a: Any, b: Any) -> bool:
         elif kind is torch.Tensor:
             if not _same_tensor(a, b):
                 return False
-        elif kind is float or kind is not torch.dtype:
-            if repr(a) != repr(b):
+        elif kind is torch.dtype:
+            if a != b:
                 return False
-        elif a != b:  # a dtype
+        elif repr(a) != repr(b):  # a float (so -0.0 and NaN count, as the encoding writes them), or anything else
             return False
     return True
 
@@ -115,18 +115,15 @@ def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
     dtype = a.dtype
     if dtype is not b.dtype or a.shape != b.shape:
         return False
-    if not (a.is_cpu and b.is_cpu) or a.is_neg() or b.is_neg() or a.is_conj() or b.is_conj() or dtype.is_complex:
-        from validator.worker.protocol import tensor_bytes
+    if a.is_cpu and b.is_cpu and not (a.is_neg() or b.is_neg() or a.is_conj() or b.is_conj() or dtype.is_complex):
+        if dtype in _EXACT:
+            return torch.equal(a, b)
+        bits = _BITS.get(a.element_size())
+        if bits is not None:
+            return torch.equal(a.detach().view(bits), b.detach().view(bits))
+    from validator.worker.protocol import tensor_bytes  # anything else: as the wire would carry it
 
-        return a.device == b.device and tensor_bytes(a) == tensor_bytes(b)
-    if dtype in _EXACT:
-        return torch.equal(a, b)
-    bits = _BITS.get(a.element_size())
-    if bits is None:
-        from validator.worker.protocol import tensor_bytes
-
-        return tensor_bytes(a) == tensor_bytes(b)
-    return torch.equal(a.detach().view(bits), b.detach().view(bits))
+    return a.device == b.device and tensor_bytes(a) == tensor_bytes(b)
 
 
 @dataclass

@@ -197,6 +197,13 @@ def test_only_a_short_lived_process_collects_its_young_objects_less_often():
     assert _run(code.format(flag=True)).split()[1:] == ["10000", "True"]
     default, kept, _ = _run(code.format(flag=False)).split()
     assert kept == default  # CPython's own threshold, which a test session keeps
+    # what the CLI, a batch slot and where_time_goes.py call at their start
+    assert _run("""
+        import gc
+        from validator import lifetime
+        lifetime.become_short_lived()
+        print(lifetime.SHORT_LIVED, gc.get_threshold()[0])
+    """) == "True 10000"
 
 
 def test_a_process_that_keeps_freed_memory_reuses_its_pages():

@@ -193,9 +193,7 @@ def run() -> int:
 
     from validator import lifetime
 
-    lifetime.SHORT_LIVED = True
-    lifetime.keep_freed_memory()
-    lifetime.collect_less_often()
+    lifetime.become_short_lived()
     code = main()
     gc.freeze()
     return code

@@ -10,6 +10,16 @@ collection walks torch's quarter of a million objects (or what a batch keeps) ag
 SHORT_LIVED = False
 
 
+def become_short_lived() -> None:
+    """Mark this process short-lived (the CLI's, a batch slot's, a benchmark that stands for one) and run it as
+    one: freed memory kept for reuse (:func:`keep_freed_memory`), young objects collected less often
+    (:func:`collect_less_often`); its heap is frozen where it says so (:func:`freeze_heap`)."""
+    global SHORT_LIVED
+    SHORT_LIVED = True
+    keep_freed_memory()
+    collect_less_often()
+
+
 def freeze_heap(*, collect: int | None = None) -> None:
     """In a short-lived process: put what is alive now out of the cyclic collector's sight (``gc.freeze``).
 

@@ -272,8 +272,6 @@ def settle_heap() -> None:
 if __name__ == "__main__":
     from validator import lifetime
 
-    lifetime.SHORT_LIVED = True  # a process of its own, for one batch
-    lifetime.keep_freed_memory()
-    lifetime.collect_less_often()
+    lifetime.become_short_lived()  # a process of its own, for one batch
     sys.stdout = sys.stderr  # nothing of the grader's may land on a descriptor the pool reads
     main(int(sys.argv[1]), int(sys.argv[2]))

@@ -5,7 +5,8 @@ the contract's constructors cannot call: ``plain`` (the contract's layers under 
 with load_state_dict, ``module.forward`` called directly), ``fused`` (one fused QKV projection, a RoPE
 module passed to the attention and block constructors, keyword-only arguments, weights passed to
 constructors, ``.data =`` loading) and ``heads`` (sub-packages, one Linear per head, RoPE switched on
-by a flag with keyword-only settings, attention as a module, RMSNorm in float32 for every input).
+by a flag with keyword-only settings, attention as a module, RMSNorm in float32 for every input, and
+adapters that build each module in the input's dtype and on its device, as many students' do).
 Each must get every graded check of the nine challenges an adapter reaches, on every seed; each bug
 planted in ``plain`` (BROKEN) must cost points in its own challenge, and only where it reaches.
 """
@@ -345,3 +346,37 @@ def test_a_tests_namespace_package_the_grader_imported_does_not_hide_the_reposit
     linear = report.challenges[0]
     assert linear.problem is None, linear.problem
     assert all(c.status in ("passed", "skipped") for c in linear.checks if c.kind != "question")
+
+
+def test_an_adapters_own_dtype_is_left_out_where_the_contract_builds_without_one(tmp_path):
+    """``heads``' adapters build in the input's dtype (``dtype=in_features.dtype``, as many students' do). A check that
+    builds without ``dtype=`` builds as the contract does: the default-dtype check sees the constructor's own default,
+    and a bfloat16 input meets float32 weights. A default hard-coded to float32 is still caught through the same
+    adapter, and a constructor with no default for dtype keeps the adapter's value, so that the default-dtype check
+    alone cannot be made (and says why)."""
+    checks = ["default_dtype", "bf16_accuracy"]
+    got = verdicts(graded(REPOS / "heads", ["rms_norm", "multihead_self_attention"], checks=checks, profile="quick"))
+    assert got == {"rms_norm/default_dtype": "passed", "rms_norm/bf16_accuracy": "passed",
+                   "multihead_self_attention/default_dtype": "passed"}, got
+
+    def planted(old: str, new: str) -> Path:
+        root = tmp_path / f"repo{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(REPOS / "heads", root)
+        block = root / "cs336_basics" / "model" / "block.py"
+        text = block.read_text()
+        assert old in text
+        block.write_text(text.replace(old, new, 1))
+        return root
+
+    norm_init = "    def __init__(self, d, eps=1e-5, device=None, dtype=None):\n"
+    hard_coded = planted(norm_init, norm_init.replace("dtype=None", "dtype=torch.float32"))
+    report = graded(hard_coded, ["rms_norm"], checks=checks, profile="quick")
+    assert verdicts(report) == {"rms_norm/default_dtype": "failed", "rms_norm/bf16_accuracy": "passed"}
+    message = next(c.message for c in report.challenges[0].checks if c.id == "default_dtype")
+    assert "expected float64" in message and "`weight` is float32" in message, message
+
+    required = planted(norm_init, norm_init.replace("eps=1e-5, device=None, dtype=None", "eps, device, dtype"))
+    report = graded(required, ["rms_norm"], checks=checks, profile="quick")
+    assert verdicts(report) == {"rms_norm/default_dtype": "skipped", "rms_norm/bf16_accuracy": "passed"}
+    message = next(c.message for c in report.challenges[0].checks if c.id == "default_dtype")
+    assert "run_rmsnorm passes dtype= to Norm, whose constructor has no default for it" in message, message

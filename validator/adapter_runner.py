@@ -16,9 +16,13 @@ function the grader cannot look inside. So the worker watches it run:
   QKV matrix, split per head, wherever the adapter put it. Results are then reported under the
   contract's names (parameters, initial values, gradients), and a parameter that holds no contract
   weight keeps its own name (a bias, say, which the ``parameters`` check then reports).
-- A check that builds with ``dtype=`` or ``device=`` (the contract's constructor arguments, which an
-  adapter never passes) has them passed to the outermost constructor that accepts them, as the
-  contract would; where no constructor accepts one, the check is not graded, and says why.
+- A check that builds with ``dtype=`` or ``device=`` (the contract's constructor arguments) has them
+  passed to the outermost constructor that accepts them, as the contract would, in place of any the
+  adapter passes; where no constructor accepts one, the check is not graded, and says why. A check
+  that builds without ``dtype=`` leaves out a ``dtype=`` the adapter passes itself
+  (``dtype=in_features.dtype`` is common), as a construct-only call leaves out the test weights: the
+  module is built as the contract builds it, so a float16 input meets float32 weights as it would
+  graded directly, and a check of the default dtype sees the constructor's own default.
 - Timing, op counts and memory cover the module's forward (and backward), not its construction and
   loading, so a layer graded through an adapter is measured as one graded directly.
 
@@ -127,6 +131,7 @@ def _watched_init(original):
             return original(self, *args, **kwargs)
         outer = watch.init_depth == 0
         if outer:
+            args, kwargs = watch.without_dtype(original, self, args, kwargs)
             args, kwargs = watch.inject(original, self, args, kwargs)
             if watch.construct_only and watch.strip:
                 args, kwargs = watch.without_test_weights(original, self, args, kwargs)
@@ -171,8 +176,10 @@ class Watch:
 
     def __init__(self, *, inject: dict, construct_only: bool, train: bool | None, device: str | None,
                  recorder: Any = None, test_weights: list | None = None, strip: bool = True,
-                 stand_ins: "StandIns | None" = None):
+                 stand_ins: "StandIns | None" = None, leave_dtype: bool = False):
         self.inject_kwargs = inject
+        self.leave_dtype = leave_dtype  # the check passes no dtype=: neither does the module's build
+        self.dtype_required = False  # ... but the outermost constructor has no default for it
         self.stand_ins = stand_ins
         self.strip = strip
         self.test_weights = list(test_weights or [])
@@ -206,6 +213,26 @@ class Watch:
             else:
                 kwargs = dict(kwargs, **{key: value})
             self.injected.add(key)
+        return args, kwargs
+
+    def without_dtype(self, original, obj, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """Build as the contract does when the check passes no ``dtype=``: a ``dtype=`` the adapter passes itself is
+        left out (a named parameter takes its default, a value caught by ``**kwargs`` is dropped). A parameter with
+        no default gets the default dtype, what the contract's ``dtype=None`` stands for (``dtype_required``)."""
+        if not self.leave_dtype:
+            return args, kwargs
+        try:
+            sig = inspect.signature(original)
+            bound = sig.bind_partial(obj, *args, **kwargs)
+        except (TypeError, ValueError):
+            return args, kwargs
+        if "dtype" in bound.arguments and "dtype" in sig.parameters:
+            default = sig.parameters["dtype"].default
+            self.dtype_required = default is inspect.Parameter.empty
+            bound.arguments["dtype"] = torch.get_default_dtype() if self.dtype_required else default
+            return tuple(bound.args[1:]), dict(bound.kwargs)
+        if "dtype" in kwargs:
+            return args, {k: v for k, v in kwargs.items() if k != "dtype"}
         return args, kwargs
 
     def without_test_weights(self, original, obj, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
@@ -567,6 +594,7 @@ def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None)
                 kwargs, unflatten = _arguments(entry, variant, call, inputs, weights)
                 watch = Watch(inject=inject, construct_only=construct_only, train=call.get("train"),
                               device=device, recorder=recorder, test_weights=list(weights.values()),
+                              leave_dtype="dtype" not in inject,
                               stand_ins=StandIns(call["stand_ins"], state) if call.get("stand_ins") else None)
                 with _watching(watch), (torch.no_grad() if call.get("inference") else contextlib.nullcontext()):
                     try:
@@ -599,6 +627,11 @@ def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None)
                 if len(each) > 1:
                     outputs.append(output)
         elapsed = time.perf_counter() - started
+    if watch is not None and watch.dtype_required and call.get("default_dtype"):
+        built = watch.module()
+        what = type(built).__name__ if built is not None else "the layer it builds"
+        raise _not_graded(f"{variant['function']} passes dtype= to {what}, whose constructor has no default for it, "
+                          "so what your constructor makes without dtype= cannot be seen through the adapter")
     missing = sorted(set(inject) - watch.injected) if watch is not None else []
     if missing:
         built = watch.module()

@@ -14,15 +14,17 @@ def _load(module, state):
 
 
 def run_linear(d_in, d_out, weights, in_features):
-    return _load(Linear(d_in, d_out), {"weight": weights})(in_features)
+    linear = Linear(d_in, d_out, device=in_features.device, dtype=in_features.dtype)
+    return _load(linear, {"weight": weights})(in_features)
 
 
 def run_embedding(vocab_size, d_model, weights, token_ids):
-    return _load(TokenEmbedding(vocab_size, d_model), {"E": weights})(token_ids)
+    return _load(TokenEmbedding(vocab_size, d_model, dtype=weights.dtype), {"E": weights})(token_ids)
 
 
 def run_swiglu(d_model, d_ff, w1_weight, w2_weight, w3_weight, in_features):
-    ffn = _load(FeedForward(d_model, d_ff), {"w1.weight": w1_weight, "w2.weight": w2_weight, "w3.weight": w3_weight})
+    ffn = _load(FeedForward(d_model, d_ff, device=in_features.device, dtype=in_features.dtype),
+                {"w1.weight": w1_weight, "w2.weight": w2_weight, "w3.weight": w3_weight})
     return ffn(in_features)
 
 
@@ -42,7 +44,7 @@ def _heads(prefix, num_heads, q, k, v, o):
 
 def run_multihead_self_attention(d_model, num_heads, q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight,
                                  in_features):
-    mha = _load(MultiHead(d_model, num_heads),
+    mha = _load(MultiHead(d_model, num_heads, device=in_features.device, dtype=in_features.dtype),
                 _heads("", num_heads, q_proj_weight, k_proj_weight, v_proj_weight, o_proj_weight))
     return mha(in_features)
 
@@ -59,7 +61,9 @@ def run_rope(d_k, theta, max_seq_len, in_query_or_key, token_positions):
 
 
 def run_transformer_block(d_model, num_heads, d_ff, max_seq_len, theta, weights, in_features):
-    block = Block(d_model, num_heads, d_ff, max_seq_len=max_seq_len, theta=theta)
+    # the module built in the input's dtype and on its device, as many students' adapters do
+    block = Block(d_model, num_heads, d_ff, max_seq_len=max_seq_len, theta=theta, device=in_features.device,
+                  dtype=in_features.dtype)
     state = {"ln1.gain": weights["ln1.weight"], "ln2.gain": weights["ln2.weight"],
              **{f"ffn.{w}.weight": weights[f"ffn.{w}.weight"] for w in ("w1", "w2", "w3")},
              **_heads("attn.", num_heads, weights["attn.q_proj.weight"], weights["attn.k_proj.weight"],
@@ -68,7 +72,7 @@ def run_transformer_block(d_model, num_heads, d_ff, max_seq_len, theta, weights,
 
 
 def run_rmsnorm(d_model, eps, weights, in_features):
-    return _load(Norm(d_model, eps), {"gain": weights})(in_features)
+    return _load(Norm(d_model, eps, in_features.device, in_features.dtype), {"gain": weights})(in_features)
 
 
 def run_softmax(in_features, dim):

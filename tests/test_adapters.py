@@ -352,20 +352,20 @@ def test_an_adapters_own_dtype_is_left_out_where_the_contract_builds_without_one
     """``heads``' adapters build in the input's dtype (``dtype=in_features.dtype``, as many students' do). A check that
     builds without ``dtype=`` builds as the contract does: the default-dtype check sees the constructor's own default,
     and a bfloat16 input meets float32 weights. A default hard-coded to float32 is still caught through the same
-    adapter, and a constructor with no default for dtype keeps the adapter's value, so that the default-dtype check
-    alone cannot be made (and says why)."""
+    adapter, by that check alone; a constructor with no default for dtype is built in the default dtype, so that the
+    default-dtype check alone cannot be made (and says why)."""
     checks = ["default_dtype", "bf16_accuracy"]
     got = verdicts(graded(REPOS / "heads", ["rms_norm", "multihead_self_attention"], checks=checks, profile="quick"))
     assert got == {"rms_norm/default_dtype": "passed", "rms_norm/bf16_accuracy": "passed",
                    "multihead_self_attention/default_dtype": "passed"}, got
 
-    def planted(old: str, new: str) -> Path:
+    def planted(old: str, new: str, file: str = "block.py") -> Path:
         root = tmp_path / f"repo{len(list(tmp_path.iterdir()))}"
         shutil.copytree(REPOS / "heads", root)
-        block = root / "cs336_basics" / "model" / "block.py"
-        text = block.read_text()
+        source = root / "cs336_basics" / "model" / file
+        text = source.read_text()
         assert old in text
-        block.write_text(text.replace(old, new, 1))
+        source.write_text(text.replace(old, new, 1))
         return root
 
     norm_init = "    def __init__(self, d, eps=1e-5, device=None, dtype=None):\n"
@@ -375,8 +375,38 @@ def test_an_adapters_own_dtype_is_left_out_where_the_contract_builds_without_one
     message = next(c.message for c in report.challenges[0].checks if c.id == "default_dtype")
     assert "expected float64" in message and "`weight` is float32" in message, message
 
+    # `dtype or torch.float32` costs the default-dtype check only: a float64 gradient check keeps the adapter's
+    # dtype=in_features.dtype, which is the default dtype there, so the bug is not charged again as an error
+    ignores_none = planted("torch.empty(fan_out, fan_in, device=device, dtype=dtype)",
+                           "torch.empty(fan_out, fan_in, device=device, dtype=dtype or torch.float32)", "basic.py")
+    got = verdicts(graded(ignores_none, ["linear"], checks=["default_dtype", "gradients"], profile="quick"))
+    assert got == {"linear/default_dtype": "failed", "linear/gradients": "passed"}, got
+
     required = planted(norm_init, norm_init.replace("eps=1e-5, device=None, dtype=None", "eps, device, dtype"))
     report = graded(required, ["rms_norm"], checks=checks, profile="quick")
     assert verdicts(report) == {"rms_norm/default_dtype": "skipped", "rms_norm/bf16_accuracy": "passed"}
     message = next(c.message for c in report.challenges[0].checks if c.id == "default_dtype")
     assert "run_rmsnorm passes dtype= to Norm, whose constructor has no default for it" in message, message
+
+
+def test_an_adapter_that_calls_the_layer_under_no_grad_still_has_its_gradients_graded(tmp_path):
+    """The course's snapshot tests need values only, so an adapter may call the layer under torch.no_grad(): the
+    grader still runs the layer's forward with gradients on where a check grades them (a layer that detaches its
+    output still fails), and leaves an inference call (no gradients wanted) as the adapter makes it."""
+    root = tmp_path / "repo"
+    shutil.copytree(REPOS / "heads", root)
+    adapters_py = root / "tests" / "adapters.py"
+    text = adapters_py.read_text()
+    old = '    return _load(linear, {"weight": weights})(in_features)\n'
+    assert old in text
+    adapters_py.write_text(text.replace(old, '    with torch.no_grad():\n        return _load(linear, {"weight": weights})(in_features)\n'))
+    checks = ["gradients", "matches_reference"]
+    got = verdicts(graded(root, ["linear"], checks=checks, profile="quick"))
+    assert got == {"linear/gradients": "passed", "linear/matches_reference": "passed"}, got
+    basic = root / "cs336_basics" / "model" / "basic.py"
+    text = basic.read_text()
+    old = "        return x @ self.weight.transpose(-1, -2)\n"
+    assert old in text
+    basic.write_text(text.replace(old, "        return (x @ self.weight.transpose(-1, -2)).detach()\n"))
+    got = verdicts(graded(root, ["linear"], checks=checks, profile="quick"))
+    assert got == {"linear/gradients": "failed", "linear/matches_reference": "passed"}, got

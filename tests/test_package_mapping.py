@@ -700,6 +700,40 @@ def test_placeholders_never_shadow_an_installed_module_or_one_of_the_package(sta
     assert "placeholder" in repr(probe.absent())  # an import at call time gets one too
 
 
+def test_a_name_an_installed_module_lacks_becomes_a_placeholder(staged):
+    """``from torch.serialization import FILE_LIKE`` (the course's torch 2.6 had it, the grader's newer torch has not),
+    in a module that ``tests/adapters.py`` imports but no graded layer runs, must not cost the whole repository: the
+    name becomes a placeholder, named in a note, and only a real use fails, naming it. The package's own modules, the
+    grader's and a guarded import still get Python's ImportError."""
+    root = Path(staged.root)
+    (root / "cs336_basics" / "checkpointing.py").write_text(
+        "from typing import Union\n"
+        "from torch.serialization import NO_SUCH_NAME_IN_TORCH, save\n"
+        "PATHLIKE = Union[str, NO_SUCH_NAME_IN_TORCH]\n"
+        "def save_checkpoint(out: NO_SUCH_NAME_IN_TORCH):\n    return NO_SUCH_NAME_IN_TORCH(out)\n"
+        "try:\n    from torch.serialization import ALSO_NOT_IN_TORCH as FALLBACK\n"
+        "except ImportError:\n    FALLBACK = 'the author fell back'\n"
+        "def own():\n    from cs336_basics.model import nosuch\n"
+        "def grader():\n    from validator import nosuch\n")
+    module = staged.import_module("cs336_basics.checkpointing")
+    import torch.serialization
+
+    assert module.save is torch.serialization.save and module.FALLBACK == "the author fell back"
+    assert "placeholder" in repr(module.save_checkpoint.__annotations__["out"])
+    with pytest.raises(ModuleNotFoundError, match="cannot call torch.serialization.NO_SUCH_NAME_IN_TORCH: the grader's "
+                                                  "environment does not have torch.serialization.NO_SUCH_NAME_IN_TORCH "
+                                                  r"\(its torch .* has no such name\) \(imported in "
+                                                  r"cs336_basics/checkpointing.py line 2\)"):
+        module.save_checkpoint("out.pt")
+    for name in ("own", "grader"):
+        with pytest.raises(ImportError, match="nosuch"):
+            getattr(module, name)()
+    notes = " ".join(staged.notes())
+    assert "torch.serialization has no NO_SUCH_NAME_IN_TORCH in the grader's environment (torch " in notes
+    assert "importing it in cs336_basics/checkpointing.py line 2 gave a placeholder" in notes
+    assert "ALSO_NOT_IN_TORCH" not in notes
+
+
 def test_placeholders_are_harmless_classes(staged):
     from validator.worker.imports import MissingModule
 

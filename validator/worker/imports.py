@@ -16,7 +16,9 @@ from Python's in three ways only:
   a module (``import numpy.typing as npt``, ``from wandb import init``, ``npt.NDArray[np.float32]``
   or ``np.ndarray | None`` in an annotation, ``isinstance(x, np.ndarray)``, which is False);
   any real use (a call, instantiation, iteration, arithmetic, ``with``) raises
-  ``ModuleNotFoundError`` naming the module and where it was imported.
+  ``ModuleNotFoundError`` naming the module and where it was imported. A name that an
+  installed module lacks (``from torch.serialization import FILE_LIKE``, gone from the
+  grader's newer torch) gets a placeholder the same way, named as that module's.
 
 A placeholder is only ever given to the student's own modules, and only for a top-level
 module that really cannot be found: the real import runs first, so an installed module
@@ -68,6 +70,7 @@ class StagedPackage:
         self.root = os.path.join(os.path.abspath(root), "")
         self.own = self._top_level_names()
         self.missing: dict[str, list[tuple[str, int]]] = {}  # placeholder module -> where imported: (file, line)
+        self.missing_names: dict[str, list[tuple[str, int]]] = {}  # "module.name" an installed module lacks -> where
         self._modules: dict[tuple[str, str], MissingModule] = {}  # (importing file, module) -> its placeholder
         self._guards: dict[str, list[tuple[int, int]]] = {}
         self._real_import = builtins.__import__
@@ -168,12 +171,38 @@ class StagedPackage:
     # -- placeholders ----------------------------------------------------------------------------
     def _import(self, name, globals=None, locals=None, fromlist=(), level=0):  # noqa: A002 - __import__'s signature
         try:
-            return self._real_import(name, globals, locals, fromlist, level)
+            module = self._real_import(name, globals, locals, fromlist, level)
         except ModuleNotFoundError as exc:
             found = self._placeholder(name, fromlist, level, exc, sys._getframe(1))
             if found is None:
                 raise
             return found
+        if fromlist and not level:
+            lacking = [n for n in fromlist if isinstance(n, str) and n != "*" and not hasattr(module, n)
+                       and f"{getattr(module, '__name__', '')}.{n}" not in sys.modules]  # (as `from` itself looks)
+            if lacking:
+                return self._with_placeholders(module, lacking, sys._getframe(1)) or module
+        return module
+
+    def _with_placeholders(self, module: Any, lacking: list[str], frame) -> "types.ModuleType | None":
+        """For ``from installed import name`` where the installed module has no such name (an API of the course's
+        torch that the grader's lacks): a stand-in for the module that holds the real module's names and a
+        placeholder for each missing one; None (Python's own ImportError) for the package's own modules, the
+        grader's, and an import the author guards with ``try: ... except ImportError``."""
+        name = getattr(module, "__name__", None)
+        if not isinstance(name, str) or name.partition(".")[0] in NEVER_PLACEHOLDERS or self.is_own(module, name):
+            return None
+        if isinstance(module, MissingModule) or self._guarded(frame.f_code.co_filename, frame.f_lineno):
+            return None
+        where = (self.relative(frame.f_code.co_filename), frame.f_lineno)
+        stand_in = types.ModuleType(name, getattr(module, "__doc__", None))
+        for attr in lacking:
+            seen = self.missing_names.setdefault(f"{name}.{attr}", [])
+            if where not in seen and len(seen) < MAX_WHERE:
+                seen.append(where)
+            stand_in.__dict__[attr] = _placeholder_class(name, attr, name, f"{where[0]} line {where[1]}",
+                                                         what=f"{name}.{attr}")
+        return _ModuleWithPlaceholders(module, stand_in)
 
     def _placeholder(self, name: str, fromlist, level: int, exc: ModuleNotFoundError, frame) -> Any:
         missing = exc.name
@@ -225,6 +254,12 @@ class StagedPackage:
         if len(self.missing) > MAX_NOTED:
             out.append(f"{len(self.missing) - MAX_NOTED} more modules the grader's environment lacks were "
                        "replaced by placeholders")
+        for dotted, where in sorted(self.missing_names.items())[:MAX_NOTED]:
+            said = ", ".join(f"{f} line {n}" for f, n in where)
+            module, _, attr = dotted.rpartition(".")
+            out.append(f"{module} has no {attr} in the grader's environment ({_version_of(module)}): importing it in "
+                       f"{said} gave a placeholder so that grading goes on; code that uses {attr} fails with an error "
+                       "naming it")
         return out
 
 
@@ -262,10 +297,31 @@ def _names(node: ast.AST) -> set[str]:
     return set()
 
 
-def _unavailable(label: str, module: str, where: str, doing: str) -> ModuleNotFoundError:
+def _unavailable(label: str, module: str, where: str, doing: str, what: str | None = None) -> ModuleNotFoundError:
+    lacks = f"the module {module!r}" if what is None else f"{what} (its {_version_of(module)} has no such name)"
     return ModuleNotFoundError(
-        f"{doing} {label}: the grader's environment does not have the module {module!r} (imported in {where}), "
-        f"so code that uses it cannot run here; the graded code must not need {module}", name=module)
+        f"{doing} {label}: the grader's environment does not have {lacks} (imported in {where}), "
+        f"so code that uses it cannot run here; the graded code must not need {what or module}", name=module)
+
+
+def _version_of(module: str) -> str:
+    """``torch 2.13.0``: the installed distribution a module belongs to, as a note names it."""
+    top = module.partition(".")[0]
+    version = getattr(sys.modules.get(top), "__version__", None)
+    return f"{top} {version}" if isinstance(version, str) else top
+
+
+class _ModuleWithPlaceholders(types.ModuleType):
+    """What ``from module import a, b`` receives when the installed module lacks some of the names: the stand-in's
+    placeholders for those, the module's own objects for the rest. Handed to that one statement only."""
+
+    def __init__(self, real: types.ModuleType, stand_in: types.ModuleType):
+        super().__init__(real.__name__, getattr(real, "__doc__", None))
+        self.__dict__["_real"] = real
+        self.__dict__.update({k: v for k, v in vars(stand_in).items() if not k.startswith("__")})
+
+    def __getattr__(self, name: str):
+        return getattr(self.__dict__["_real"], name)
 
 
 class _Missing(type):
@@ -277,7 +333,7 @@ class _Missing(type):
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
         child = _placeholder_class(cls.__module__, f"{cls.__qualname__}.{name}", cls._missing_module,
-                                   cls._missing_where)
+                                   cls._missing_where, cls._missing_what)
         type.__setattr__(cls, name, child)
         return child
 
@@ -285,6 +341,8 @@ class _Missing(type):
         return cls
 
     def __repr__(cls) -> str:
+        if cls._missing_what:
+            return f"<placeholder {cls._label()}: {cls._missing_what} is not in the grader's environment>"
         return f"<placeholder {cls._label()}: module {cls._missing_module!r} is not installed in the grader>"
 
     def _label(cls) -> str:
@@ -294,7 +352,8 @@ class _Missing(type):
         return True
 
     def _refuse(cls, doing: str):
-        raise _unavailable(cls._label(), cls._missing_module, cls._missing_where, doing)
+        raise _unavailable(cls._label(), cls._missing_module, cls._missing_where, doing,
+                           getattr(cls, "_missing_what", None))
 
     def __call__(cls, *args, **kwargs):
         cls._refuse("cannot call")
@@ -324,11 +383,12 @@ for _op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", 
     setattr(_Missing, f"__{_op}__", _arithmetic(_op))  # not __or__: `X | None` in an annotation must work
 
 
-def _placeholder_class(module: str, qualname: str, top: str, where: str) -> type:
-    """A placeholder for ``module.qualname``, an attribute of a module (``top``'s) the grader lacks."""
+def _placeholder_class(module: str, qualname: str, top: str, where: str, what: str | None = None) -> type:
+    """A placeholder for ``module.qualname``, an attribute of a module (``top``'s) the grader lacks; ``what``: what
+    is missing where it is not that module (a name an installed module lacks)."""
     name = qualname.rpartition(".")[2]
     return _Missing(name, (), {"__qualname__": qualname, "__module__": module, "_missing_module": top,
-                               "_missing_where": where, "__slots__": ()})
+                               "_missing_where": where, "_missing_what": what, "__slots__": ()})
 
 
 class MissingModule(types.ModuleType):

@@ -82,6 +82,30 @@ def test_locate_keeps_a_weight_where_most_of_it_is_when_a_value_collides_elsewhe
     assert name == "b_home" and torch.equal(idx, sel)
 
 
+def test_locate_places_a_repeated_value_where_its_neighbours_are():
+    """Random float32 weights repeat a value now and then (a 2,400-element table one time in several): each copy must
+    be placed where the layout puts it, or a gradient is read from the other copy's place. Whole, transposed, fused,
+    split per head (the copies in different parameters), and two copies side by side."""
+    from validator.adapter_runner import _gather
+
+    for seed in range(3):
+        g = torch.Generator().manual_seed(seed)
+        w = torch.randn(6, 5, generator=g)
+        w[4, 3], w[0, 0], w[2, 2] = w[1, 2], w[5, 4], w[2, 3]
+        grad = torch.arange(30.0).reshape(6, 5)
+        layouts = {
+            "whole": ({"p": w.clone()}, {"p": grad}),
+            "transposed": ({"p": w.T.contiguous()}, {"p": grad.T.contiguous()}),
+            "fused": ({"p": torch.cat([torch.randn(6, 5, generator=g), w])}, {"p": torch.cat([torch.zeros(6, 5), grad])}),
+            "heads": ({"h0": w[:3].clone(), "h1": w[3:].clone()}, {"h0": grad[:3], "h1": grad[3:]}),
+            "heads_transposed": ({"h0": w[:3].T.contiguous(), "h1": w[3:].T.contiguous()},
+                                 {"h0": grad[:3].T.contiguous(), "h1": grad[3:].T.contiguous()}),
+        }
+        for layout, (params, grads) in layouts.items():
+            got = _gather(locate({"w": w}, params), grads, {"w": (6, 5)})["w"]
+            assert torch.equal(got, grad), (seed, layout)
+
+
 def test_locate_compares_in_the_parameters_dtype():
     w = torch.randn(3, 3, dtype=torch.float64)
     found = locate({"w": w}, {"p": w.float()})

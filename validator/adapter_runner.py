@@ -433,14 +433,16 @@ def locate(weights: dict[str, torch.Tensor], params: dict[str, torch.Tensor]) ->
     Each weight's elements are looked up by value among the parameters' elements (compared in each
     parameter's dtype): a weight found whole in one parameter gives one piece; one split over several
     (per-head projections) gives one piece per parameter. A weight some of whose elements are found
-    nowhere is left out (the adapter did not load it, or changed it).
+    nowhere is left out (the adapter did not load it, or changed it). A value found more than once
+    (random float32 values collide: a 2,400-element table holds two equal ones one time in several)
+    is placed where its neighbours in the weight say the layout puts it (:func:`_settle`).
     """
     tables = {}
     for name, p in params.items():
         if p.is_floating_point() and p.device.type != "meta" and p.numel():
             flat = p.detach().reshape(-1)
             values, order = torch.sort(flat)
-            tables[name] = (values, order)
+            tables[name] = (values, order, flat)
     found: dict[str, list] = {}
     for cname, w in weights.items():
         if not isinstance(w, torch.Tensor) or not w.is_floating_point() or w.device.type == "meta":
@@ -451,29 +453,100 @@ def locate(weights: dict[str, torch.Tensor], params: dict[str, torch.Tensor]) ->
         names = list(tables)
         matches = []
         for i, pname in enumerate(names):
-            values, order = tables[pname]
+            values, order, _ = tables[pname]
             probe = flat_w.to(values.dtype).to(values.device)
             pos = torch.searchsorted(values, probe).clamp(max=values.numel() - 1)
             hit = (values[pos] == probe).cpu()
             if bool(hit.any()):
-                matches.append((int(hit.sum()), i, hit, order[pos].cpu()))
+                repeated = (torch.searchsorted(values, probe, right=True) - pos > 1).cpu() & hit
+                matches.append((int(hit.sum()), i, hit, order[pos].cpu(), repeated))
         # The parameters holding most of the weight claim their elements first: a value that also occurs,
         # by chance, in another parameter (random floats do collide, one in a few thousand) stays where
         # the rest of the weight is.
-        for _, i, hit, at in sorted(matches, key=lambda m: (-m[0], m[1])):
+        # a value found more than once (in one parameter or in several) is placed by its neighbours below
+        ambiguous = sum((m[2].int() for m in matches), torch.zeros(flat_w.numel(), dtype=torch.int)) > 1
+        for _, i, hit, at, repeated in sorted(matches, key=lambda m: (-m[0], m[1])):
             hit = hit & (owner < 0)
             owner[hit] = i
             where[hit] = at[hit]
+            ambiguous |= hit & repeated
             if bool((owner >= 0).all()):
                 break
         if flat_w.numel() == 0 or bool((owner < 0).any()):
             continue
+        if bool(ambiguous.any()):
+            cols = flat_w.numel() // w.shape[0] if w.dim() > 1 and w.shape[0] else flat_w.numel()
+            k = ambiguous.nonzero().reshape(-1)
+            suspect = torch.zeros_like(ambiguous)
+            suspect[k[~_in_line(owner, where, cols, k)]] = True
+            if bool(suspect.any()):
+                _settle(cols, flat_w, owner, where, suspect, [tables[n][2] for n in names])
         pieces = []
         for i in owner.unique().tolist():
             sel = (owner == i).nonzero().reshape(-1)
             pieces.append((names[i], where[sel], sel))
         found[cname] = pieces
     return found
+
+
+_SIDES = ((0, -1), (0, 1), (-1, 0), (1, 0))  # (row, column) steps to an element's neighbours in a weight
+
+
+def _in_line(owner: torch.Tensor, where: torch.Tensor, cols: int, k: torch.Tensor) -> torch.Tensor:
+    """Which of the elements ``k`` of a weight (``cols`` to a row) sit where two neighbours on one side, in the same
+    parameter, say the layout puts them: a weight's layout in a parameter (whole, transposed, a slice of a fused
+    matrix, a head's rows) is affine along a row and along a column."""
+    n = owner.numel()
+    rows = n // max(cols, 1)
+    r, c = k // cols, k % cols
+    mine, at = owner[k], where[k]
+    ok = torch.zeros(k.numel(), dtype=torch.bool)
+    for dr, dc in _SIDES:
+        r2, c2 = r + 2 * dr, c + 2 * dc
+        valid = (r2 >= 0) & (r2 < rows) & (c2 >= 0) & (c2 < cols)
+        a = ((r + dr) * cols + c + dc).clamp(0, n - 1)
+        b = (r2 * cols + c2).clamp(0, n - 1)
+        ok |= valid & (owner[a] == mine) & (owner[b] == mine) & (2 * where[a] - where[b] == at)
+    return ok
+
+
+def _settle(cols: int, flat_w: torch.Tensor, owner: torch.Tensor, where: torch.Tensor, suspect: torch.Tensor,
+            params: list[torch.Tensor]) -> None:
+    """Place each ``suspect`` element of a weight (its value occurs more than once among the parameters, in one or in
+    several, and it is not where its neighbours say) where two neighbours on one side, in one parameter, predict
+    (see :func:`_in_line`) and its value is. Where none do, the first occurrence not yet given to another suspect is
+    taken, in the parameter the majority placed it in first. ``params``: each parameter's elements, flat."""
+    n = flat_w.numel()
+    rows = n // max(cols, 1)
+    k = suspect.nonzero().reshape(-1)
+    r, c = k // cols, k % cols
+    todo = torch.ones(k.numel(), dtype=torch.bool)
+    for dr, dc in _SIDES:
+        r2, c2 = r + 2 * dr, c + 2 * dc
+        a = ((r + dr) * cols + c + dc).clamp(0, n - 1)
+        b = (r2 * cols + c2).clamp(0, n - 1)
+        valid = todo & (r2 >= 0) & (r2 < rows) & (c2 >= 0) & (c2 < cols) & ~suspect[a] & ~suspect[b] \
+            & (owner[a] == owner[b])
+        guess = 2 * where[a] - where[b]
+        for i in owner[a][valid].unique().tolist():
+            sel = (valid & (owner[a] == i)).nonzero().reshape(-1)
+            flat = params[i]
+            at = guess[sel]
+            inside = (at >= 0) & (at < flat.numel())
+            same = inside & (flat[at.clamp(0, flat.numel() - 1).to(flat.device)].cpu()
+                             == flat_w[k[sel]].to(flat.dtype))
+            placed = sel[same]
+            owner[k[placed]], where[k[placed]] = i, at[same]
+            todo[placed] = False
+    given = {(int(owner[e]), int(where[e])) for e in k[~todo].tolist()}
+    for e in k[todo].tolist():  # no two neighbours on any side: the first occurrence left
+        occurrences = []
+        for i, flat in enumerate(params):
+            occurrences += [(i, o) for o in (flat == flat_w[e].to(flat.dtype)).nonzero().reshape(-1).tolist()]
+        occurrences.sort(key=lambda io: io[0] != int(owner[e]))
+        placed = next((o for o in occurrences if o not in given), occurrences[0])
+        owner[e], where[e] = placed
+        given.add(placed)
 
 
 def _gather(located: dict[str, list], source: dict[str, torch.Tensor | None], shapes: dict[str, tuple]) \

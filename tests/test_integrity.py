@@ -643,6 +643,7 @@ import torch
 import torch.nn.functional as F
 from einops import rearrange
 from jaxtyping import Float, Int
+from pydantic import BaseModel, Field
 from torch import Tensor, nn
 
 ROOT = os.path.join(os.path.dirname(__file__), "data")
@@ -653,6 +654,10 @@ VERBOSE = os.environ.get("VERBOSE") == "1" and sys.version_info >= (3, 10)
 class Config:
     d_model: int = 8
     names: Optional[list[str]] = None
+
+
+class ModelConfig(BaseModel):  # a model's configuration as a pydantic model
+    rope_theta: float = Field(default=10000.0)
 
 
 class Attention(nn.Module):
@@ -669,7 +674,8 @@ class Attention(nn.Module):
         return e / e.sum(dim=dim, keepdim=True)
 
     def forward(self, x: Float[Tensor, "b s d"], mask: Int[Tensor, "s s"] | None = None) -> Float[Tensor, "b s d"]:
-        scores = torch.einsum("bsd,btd->bst", x @ self.q, x) / math.sqrt(x.shape[-1])
+        twice: Float[Tensor, "b s 2_d"] = torch.cat([x, x], dim=-1)  # a dim that is no Python: jaxtyping runs nothing
+        scores = torch.einsum("bsd,btd->bst", x @ self.q, twice[..., : x.shape[-1]]) / math.sqrt(x.shape[-1])
         if mask is not None:
             scores = scores.masked_fill(mask == 0, float("-inf"))
         probs = self.softmax(scores, -1)
@@ -690,7 +696,8 @@ def test_an_honest_layer_with_the_usual_imports_is_clean():
     ("torch.nn.functional.gelu", True), ("torch.nn.init.trunc_normal_", True), ("torch.nn.modules.module.Module", True),
     ("torch.Tensor.masked_fill", True), ("torch.autograd.Function", True), ("os.path.join", True),
     ("os.environ", True), ("numpy.typing.NDArray", True), ("collections.abc.Sequence", True),
-    ("importlib.metadata.version", True), ("einops.layers.torch.Rearrange", True),
+    ("importlib.metadata.version", True), ("einops.layers.torch.Rearrange", True), ("pydantic.Field", True),
+    ("pydantic.BaseModel", True), ("pydantic.ImportString", False),
     ("os.system", False), ("os.path.os.system", False), ("torch.nn.functional.torch.hub.load", False),
     ("torch.hub.load", False), ("torch._VF.embedding", False), ("torch.nn.functional._canonical_mask", False),
     ("torch.load", False), ("torch.compile", False), ("torch.utils.cpp_extension.load_inline", False),

@@ -126,6 +126,8 @@ DEFAULT_ALLOWED: tuple[str, ...] = (
     # the array, shape and typing libraries of the course (CS336 declares them)
     "numpy", "numpy.typing", "numpy.random", "numpy.linalg", "einops", "einops.layers.torch", "einx", "jaxtyping",
     "beartype", "typeguard", "regex",
+    # configuration classes (a model's config as a pydantic model: BaseModel, Field)
+    "pydantic",
     # the standard library's maths, data, typing and text modules
     "__future__", "math", "cmath", "numbers", "random", "statistics", "fractions", "decimal", "typing",
     "typing_extensions", "types.SimpleNamespace", "abc", "enum", "dataclasses", "collections", "collections.abc",
@@ -141,7 +143,8 @@ DEFAULT_ALLOWED: tuple[str, ...] = (
 # Names of allowed modules that load or compile code (a pickle, an import hook, a compiled graph the op recorder
 # does not see): not allowed unless a spec adds them by name.
 DEFAULT_EXCLUDED: tuple[str, ...] = ("torch.load", "torch.compile", "numpy.load", "jaxtyping.install_import_hook",
-                                     "typeguard.install_import_hook")
+                                     "typeguard.install_import_hook", "pydantic.ImportString",
+                                     "pydantic.types.ImportString")
 ENTRY_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(\.\*)?$")
 
 
@@ -1064,7 +1067,9 @@ def _unsafe_dims(shape: str) -> str | None:
             return token
         try:
             expr = ast.parse(elem, mode="eval")
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+        except (SyntaxError, ValueError):
+            continue  # eval, jaxtyping's, cannot parse it either: a name like "3_heads_d_k" runs nothing
+        except (RecursionError, MemoryError):
             return token
         for n in ast.walk(expr):
             if isinstance(n, ast.Call):

@@ -41,8 +41,9 @@ NOT_GRADED = ({f"{c}/signature" for c in NINE} | {"rms_norm/default_eps"}
               | {f"{c}/independent_weights" for c in ("swiglu", "multihead_self_attention", "transformer_block")}
               | {"rope/tables_move_with_module", "multihead_self_attention/rope_tables_move_with_module",
                  "transformer_block/tables_move_with_module", "transformer_block/float16_residual_stream"})
-# ... and CS336's run_multihead_self_attention_with_rope leaves token_positions=None's meaning open.
-NOT_GRADED |= {"multihead_self_attention/default_positions"}
+# ... and CS336's run_multihead_self_attention_with_rope leaves token_positions=None's meaning open, and its
+# run_transformer_block takes (batch, sequence_length, d_model) inputs only.
+NOT_GRADED |= {"multihead_self_attention/default_positions", "transformer_block/no_leading_dims"}
 SEEDS = range(int(os.environ.get("VALIDATOR_TEST_SEEDS", "1")))
 
 
@@ -434,3 +435,21 @@ def test_an_adapter_that_calls_the_layer_under_no_grad_still_has_its_gradients_g
     basic.write_text(text.replace(old, "        return (x @ self.weight.transpose(-1, -2)).detach()\n"))
     got = verdicts(graded(root, ["linear"], checks=checks, profile="quick"))
     assert got == {"linear/gradients": "failed", "linear/matches_reference": "passed"}, got
+
+
+def test_a_block_whose_constructor_takes_no_device_is_not_graded_on_it_though_its_rope_module_is(tmp_path):
+    """``fused`` builds a RoPE module and hands it to the block (as cs336_adapters.md shows students do). Where the
+    block's constructor takes no device= or dtype= but the RoPE's takes device=, the device check cannot be made
+    through the adapter: it is not graded, and says so, rather than failed for the block's parameters on the CPU."""
+    root = tmp_path / "repo"
+    shutil.copytree(REPOS / "fused", root)
+    source = root / "cs336_basics" / "nn.py"
+    text = source.read_text()
+    old = "    def __init__(self, d_model, num_heads, d_ff, *, rope, device=None, dtype=None):\n"
+    assert old in text
+    source.write_text(text.replace(old, "    def __init__(self, d_model, num_heads, d_ff, *, rope):\n        device = dtype = None\n"))
+    report = graded(root, ["transformer_block"], checks=["meta_device", "honours_dtype"], profile="quick")
+    assert verdicts(report) == {"transformer_block/meta_device": "skipped",
+                                "transformer_block/honours_dtype": "skipped"}, report.challenges[0].checks
+    message = next(c.message for c in report.challenges[0].checks if c.id == "meta_device")
+    assert "run_transformer_block builds Block, whose constructor takes no device= argument" in message, message

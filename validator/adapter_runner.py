@@ -194,7 +194,7 @@ class Watch:
         self.strip = strip
         self.test_weights = list(test_weights or [])
         self.stripped: list[str] = []
-        self.injected: set[str] = set()
+        self.injected: dict[int, tuple[nn.Module, set[str]]] = {}  # id -> (a module, the check's arguments it took)
         self.construct_only = construct_only
         self.train = train
         self.device = device
@@ -222,8 +222,18 @@ class Watch:
                 args, kwargs = tuple(bound.args[1:]), dict(bound.kwargs)
             else:
                 kwargs = dict(kwargs, **{key: value})
-            self.injected.add(key)
+            self.injected.setdefault(id(obj), (obj, set()))[1].add(key)
         return args, kwargs
+
+    def given_to(self, built: nn.Module | None) -> set[str]:
+        """The check's arguments that reached the module the adapter built: passed to its own constructor, or to one
+        that built it inside. One passed to a module built first and handed in (a RoPE module whose constructor takes
+        device=, given to a block whose constructor does not) leaves the block's own parameters where they are."""
+        given: set[str] = set()
+        for module, keys in self.injected.values():
+            if built is not None and (module is built or any(m is built for m in module.modules())):
+                given |= keys
+        return given
 
     def without_dtype(self, original, obj, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         """Build as the contract does when the check passes no ``dtype=``: a ``dtype=`` the adapter passes itself (the
@@ -724,7 +734,7 @@ def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None)
         what = type(built).__name__ if built is not None else "the layer it builds"
         raise _not_graded(f"{variant['function']} passes dtype= to {what}, whose constructor has no default for it, "
                           "so what your constructor makes without dtype= cannot be seen through the adapter")
-    missing = sorted(set(inject) - watch.injected) if watch is not None else []
+    missing = sorted(set(inject) - watch.given_to(watch.module())) if watch is not None else []
     if missing:
         built = watch.module()
         what = type(built).__name__ if built is not None else "the layer it builds"
@@ -811,7 +821,8 @@ def _module_results(result: dict, want: set, watch: Watch | None, module: nn.Mod
             raise StudentError("construct", {
                 "type": "TypeError", "mro": ["TypeError"],
                 "message": f"{variant['function']} built no module of your package (none of your nn.Module classes "
-                           "was constructed while it ran), so there is no layer to inspect"})
+                           "was constructed while it ran), so there is no layer to inspect: a library layer "
+                           "(torch.nn.Linear, torch.nn.Embedding...) built in the adapter is not yours"})
         return
     shapes = {k: tuple(v.shape) for k, v in state.items()}
     loaded = watch.loaded or {n: p.detach() for n, p in module.named_parameters(remove_duplicate=False)}

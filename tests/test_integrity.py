@@ -744,6 +744,24 @@ def test_every_file_of_a_package_is_scanned_and_one_no_import_names_is_advice():
         ("pkg/hidden.py", 2, "torch.nn.functional.embedding", False)]
 
 
+def test_a_file_that_does_not_parse_costs_nothing_unless_importing_the_graded_module_runs_it():
+    """A tokenizer under syntax newer than the grader's Python, imported inside an ungraded function, must not fail
+    every source check (seen on a real CS336 repository: 9 points); the worker cannot compile it either, so it runs
+    nowhere. A graded module, or a package __init__ that importing it runs, that does not parse still cannot be
+    checked."""
+    from validator.integrity import Unreadable
+
+    files = {"pkg/__init__.py": b"", "pkg/bpe.py": b"type Pairs = dict[tuple[int, int], int]\ndef f(:\n",
+             "pkg/model.py": b"import torch\n\ndef lookup(ids, w):\n    return w[ids]\n\n"
+                             b"def train_bpe():\n    from pkg import bpe\n    return bpe\n"}
+    assert scan_package(files, ["pkg.model"], BANNED, entries=[("pkg.model", "lookup")]) == []
+    with pytest.raises(Unreadable, match="pkg/__init__.py does not parse"):
+        scan_package({**files, "pkg/__init__.py": b"def f(:\n"}, ["pkg.model"], BANNED,
+                     entries=[("pkg.model", "lookup")])
+    with pytest.raises(Unreadable, match="pkg/model.py does not parse"):
+        scan_package({**files, "pkg/model.py": files["pkg/model.py"] + b"def g(:\n"}, ["pkg.model"], BANNED)
+
+
 def test_own_attributes_are_the_students_names_and_a_tensor_subclass_is_a_tensor():
     adapter = "def run(model, x):\n    return model.softmax(x, -1)\n"
     model = "class M:\n    def softmax(self, x, dim):\n        return x\n"

@@ -1323,13 +1323,16 @@ def scan_submission(student_file: str | Path, banned: list[str], allow: set[str]
         if path.name in seen:
             continue
         seen.add(path.name)
-        data = read_bytes(path)
-        text, cookie = decode_source(path.name, data)
-        findings.extend(f for f in cookie if f.what not in allow)
         try:
+            text, cookie = decode_source(path.name, read_bytes(path))
             found, statements = _scanned(path.name, text, tuple(banned), frozenset(allow), policy, own, attrs)
-        except SyntaxError as exc:
-            raise Unreadable(f"{path.name} does not parse: line {exc.lineno}: {exc.msg}") from None
+        except (Unreadable, SyntaxError) as exc:
+            if path != student_file:
+                continue  # the worker cannot compile it either (see scan_package)
+            if isinstance(exc, SyntaxError):
+                raise Unreadable(f"{path.name} does not parse: line {exc.lineno}: {exc.msg}") from None
+            raise
+        findings.extend(f for f in cookie if f.what not in allow)
         findings.extend(found)
         package = path.name == "__init__.py"
         sources.append(Source(path.parent.name if package else path.stem, path.name, text, package))
@@ -1369,6 +1372,11 @@ def scan_package(files: dict[str, bytes], modules: list[str], banned: list[str],
     the package are followed. Findings name files by their path in the package. With ``entries``
     (``(module, name)`` pairs), a finding outside the code they may run is marked ``reachable=False``;
     a finding in a file no import names always is.
+
+    A file that does not parse (or decode) raises :class:`Unreadable` if importing the graded modules runs it, and is
+    otherwise left out: the worker compiles the same bytes with the same Python, so it cannot run either (an import
+    of it fails, naming the error, wherever graded code makes one), and an import in code the layer never runs (a
+    tokenizer's, under syntax newer than this Python) costs nothing.
     """
     policy = allowed or DEFAULT_POLICY
     own = _own_names({rel.split("/")[0].removesuffix(".py") for rel in files}, policy, tuple(banned))
@@ -1389,6 +1397,7 @@ def scan_package(files: dict[str, bytes], modules: list[str], banned: list[str],
         return [rel for i in range(1, len(parts) + 1) if (rel := module_file(".".join(parts[:i])))]
 
     queue = [rel for m in modules for rel in chain(m)]
+    graded = set(queue)  # the files importing the graded modules runs: one that does not parse cannot be checked
     seen: set[str] = set()
     findings: list[Finding] = []
     sources: list[Source] = []
@@ -1397,12 +1406,16 @@ def scan_package(files: dict[str, bytes], modules: list[str], banned: list[str],
         if rel in seen:
             continue
         seen.add(rel)
-        text, cookie = decode_source(rel, files[rel])
-        findings.extend(f for f in cookie if f.what not in allow)
         try:
+            text, cookie = decode_source(rel, files[rel])
             found, statements = _scanned(rel, text, tuple(banned), frozenset(allow), policy, own, attrs)
-        except SyntaxError as exc:
-            raise Unreadable(f"{rel} does not parse: line {exc.lineno}: {exc.msg}") from None
+        except (Unreadable, SyntaxError) as exc:
+            if rel not in graded:
+                continue  # the worker cannot compile it either (see scan_package)
+            if isinstance(exc, SyntaxError):
+                raise Unreadable(f"{rel} does not parse: line {exc.lineno}: {exc.msg}") from None
+            raise
+        findings.extend(f for f in cookie if f.what not in allow)
         findings.extend(found)
         dotted = rel[:-3].replace("/", ".")
         package = dotted.removesuffix(".__init__") if rel.endswith("/__init__.py") else dotted.rpartition(".")[0]

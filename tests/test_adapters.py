@@ -423,6 +423,11 @@ def test_an_adapters_own_dtype_is_left_out_where_the_contract_builds_without_one
                            "torch.empty(fan_out, fan_in, device=device, dtype=dtype or torch.float32)", "basic.py")
     got = verdicts(graded(ignores_none, ["linear"], checks=["default_dtype", "gradients"], profile="quick"))
     assert got == {"linear/default_dtype": "failed", "linear/gradients": "passed"}, got
+    # ... and an adapter that passes the weights' dtype, the default dtype there, does not hide it from that check
+    table = planted("torch.empty(vocab, dim, device=device, dtype=dtype)",
+                    "torch.empty(vocab, dim, device=device, dtype=dtype or torch.float32)", "basic.py")
+    got = verdicts(graded(table, ["token_embedding"], checks=["default_dtype"], profile="quick"))
+    assert got == {"token_embedding/default_dtype": "failed"}, got
 
     required = planted(norm_init, norm_init.replace("eps=1e-5, device=None, dtype=None", "eps, device, dtype"))
     report = graded(required, ["rms_norm"], checks=checks, profile="quick")

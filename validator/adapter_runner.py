@@ -185,10 +185,12 @@ class Watch:
 
     def __init__(self, *, inject: dict, construct_only: bool, train: bool | None, device: str | None,
                  recorder: Any = None, test_weights: list | None = None, strip: bool = True,
-                 stand_ins: "StandIns | None" = None, leave_dtype: bool = False, needs_grad: bool = False):
+                 stand_ins: "StandIns | None" = None, leave_dtype: bool = False, judges_default: bool = False,
+                 needs_grad: bool = False):
         self.inject_kwargs = inject
         self.leave_dtype = leave_dtype  # the check passes no dtype=: neither does the module's build
         self.dtype_required = False  # ... but the outermost constructor has no default for it
+        self.judges_default = judges_default  # the default-dtype check: even the default dtype is left out
         self.needs_grad = needs_grad  # the call grades gradients: the built module's forward runs with them on
         self.stand_ins = stand_ins
         self.strip = strip
@@ -241,9 +243,9 @@ class Watch:
         contract's ``dtype=None`` stands for. A named parameter then takes its default, a value caught by
         ``**kwargs`` is dropped; a parameter with no default gets the default dtype (``dtype_required``).
 
-        The default dtype itself is kept: a constructor that ignores ``dtype=None`` (``dtype or torch.float32``)
-        fails the default-dtype check, where the adapter's float32 input is not the default, and is not charged
-        again by every float64 gradient check through an adapter that passes the weights' float64."""
+        The default dtype itself is kept, except by the default-dtype check, which is about the constructor without
+        ``dtype=``: a constructor that ignores ``dtype=None`` (``dtype or torch.float32``) fails that check, and is
+        not charged again by every float64 gradient check through an adapter that passes the weights' float64."""
         if not self.leave_dtype:
             return args, kwargs
         try:
@@ -252,7 +254,7 @@ class Watch:
         except (TypeError, ValueError):
             return args, kwargs
         given = bound.arguments.get("dtype", kwargs.get("dtype"))
-        if given is None or given == torch.get_default_dtype():
+        if given is None or (given == torch.get_default_dtype() and not self.judges_default):
             return args, kwargs
         if "dtype" in bound.arguments and "dtype" in sig.parameters:
             default = sig.parameters["dtype"].default
@@ -695,7 +697,10 @@ def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None)
                 kwargs, unflatten = _arguments(entry, variant, call, inputs, weights)
                 watch = Watch(inject=inject, construct_only=construct_only, train=call.get("train"),
                               device=device, recorder=recorder, test_weights=list(weights.values()),
+                              # the dtype checks look at the layer as built (no param_dtype): under a default dtype,
+                              # the default-dtype check
                               leave_dtype="dtype" not in inject,
+                              judges_default=bool(call.get("default_dtype")) and not call.get("param_dtype"),
                               needs_grad=grad_output is not None and not call.get("inference"),
                               stand_ins=StandIns(call["stand_ins"], state) if call.get("stand_ins") else None)
                 with _watching(watch), (torch.no_grad() if call.get("inference") else contextlib.nullcontext()):
@@ -729,7 +734,7 @@ def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None)
                 if len(each) > 1:
                     outputs.append(output)
         elapsed = time.perf_counter() - started
-    if watch is not None and watch.dtype_required and call.get("default_dtype"):
+    if watch is not None and watch.dtype_required and watch.judges_default:
         built = watch.module()
         what = type(built).__name__ if built is not None else "the layer it builds"
         raise _not_graded(f"{variant['function']} passes dtype= to {what}, whose constructor has no default for it, "

@@ -97,9 +97,15 @@ def probe_dims(ctx: Context) -> dict[str, int]:
 
 
 def probe_case(ctx: Context, entry: Entry, seed: int = 0) -> Case:
+    """The one case of the checks that probe how a layer is built (dtype, device, parameters): where the contract
+    allows leading dims, inputs shaped as callers mostly pass them, (batch, seq, d_model) and (batch, seq) beside
+    it, so that a layer that handles only those (a bug ``no_leading_dims`` owns) is not charged again by each of
+    these checks. Every input of the call gets the same leading dims."""
+    led = {n: ctx.challenge.inputs[n].shape for n in entry.call
+           if n in ctx.challenge.inputs and ctx.challenge.inputs[n].shape[:1] == ["..."]}
+    lead = [2, 3][:max(1, 3 - max((len(shape) - 1 for shape in led.values()), default=0))]
     return fixed_case(ctx.challenge, entry, dims=probe_dims(ctx), seed=seed,
-                      shapes={n: [2, 3] for n, s in ctx.challenge.inputs.items()
-                              if s.shape == ["..."]})
+                      shapes={n: lead + list(shape[1:]) for n, shape in led.items()})
 
 
 def entry_of(ctx: Context, check: CheckSpec) -> tuple[str, Entry]:

@@ -747,8 +747,8 @@ def test_every_file_of_a_package_is_scanned_and_one_no_import_names_is_advice():
 def test_a_file_that_does_not_parse_costs_nothing_unless_importing_the_graded_module_runs_it():
     """A tokenizer under syntax newer than the grader's Python, imported inside an ungraded function, must not fail
     every source check (seen on a real CS336 repository: 9 points); the worker cannot compile it either, so it runs
-    nowhere. A graded module, or a package __init__ that importing it runs, that does not parse still cannot be
-    checked."""
+    nowhere. A file that importing the graded module runs (itself, a package __init__, an import at the top of one
+    of them) that does not parse still cannot be checked."""
     from validator.integrity import Unreadable
 
     files = {"pkg/__init__.py": b"", "pkg/bpe.py": b"type Pairs = dict[tuple[int, int], int]\ndef f(:\n",
@@ -760,6 +760,13 @@ def test_a_file_that_does_not_parse_costs_nothing_unless_importing_the_graded_mo
                      entries=[("pkg.model", "lookup")])
     with pytest.raises(Unreadable, match="pkg/model.py does not parse"):
         scan_package({**files, "pkg/model.py": files["pkg/model.py"] + b"def g(:\n"}, ["pkg.model"], BANNED)
+    # a module only a function imports may import it at its top: nothing the graded module runs does
+    lazily = {**files, "pkg/encode.py": b"from pkg.bpe import Pairs\n",
+              "pkg/model.py": files["pkg/model.py"] + b"\ndef encoder():\n    from pkg import encode\n"}
+    assert scan_package(lazily, ["pkg.model"], BANNED, entries=[("pkg.model", "lookup")]) == []
+    for importing in (b"from . import bpe\n", b"from pkg.bpe import Pairs\n", b"import pkg.bpe\n"):  # runs on import
+        with pytest.raises(Unreadable, match="pkg/bpe.py does not parse"):
+            scan_package({**files, "pkg/model.py": importing + files["pkg/model.py"]}, ["pkg.model"], BANNED)
 
 
 def test_own_attributes_are_the_students_names_and_a_tensor_subclass_is_a_tensor():

@@ -1228,6 +1228,34 @@ def scan_source(source: str, banned: list[str], allow: set[str] | frozenset = fr
     return list(_scanned(file, source, tuple(banned), frozenset(allow), allowed or DEFAULT_POLICY, own)[0])
 
 
+def _imported_when_run(text: str) -> set[str]:
+    """The modules a file's imports name outside any function body (they run when the file is imported), as written
+    (``a.b``, ``.h``, ``.h.f``): read only for a file that imports one the scan cannot parse."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    out: set[str] = set()
+    pending: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while pending:
+        node, in_function = pending.pop()
+        for child in ast.iter_child_nodes(node):
+            lazy = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if not lazy and isinstance(child, ast.Import):
+                out.update(a.name for a in child.names)
+            elif not lazy and isinstance(child, ast.ImportFrom):
+                base = "." * (child.level or 0) + (child.module or "")
+                out.add(base)
+                joint = "." if child.module else ""  # from . import h: ".h"; from .a import h: ".a.h"
+                out.update(f"{base}{joint}{a.name}" for a in child.names if a.name != "*")
+            pending.append((child, lazy))
+    return out
+
+
+def _unparsed(rel: str, exc: Exception) -> Unreadable:
+    return Unreadable(f"{rel} does not parse: line {exc.lineno}: {exc.msg}") if isinstance(exc, SyntaxError) else exc
+
+
 def _imported_modules(statements) -> list[str]:
     """Every module an import statement may name, relative ones with their dots: ``import a.b`` is
     ``a.b``; ``from .h import f`` is ``.h`` and ``.h.f`` (``f`` may be a module of package ``h``)."""
@@ -1318,6 +1346,7 @@ def scan_submission(student_file: str | Path, banned: list[str], allow: set[str]
                        if (p / "__init__.py").exists()} if folder.is_dir() else {}
     queue, seen, findings = [student_file], set(), []
     sources: list[Source] = []
+    unparsed: list[tuple[Path, Exception]] = []
     while queue and len(seen) < MAX_FILES:
         path = queue.pop(0)
         if path.name in seen:
@@ -1327,11 +1356,10 @@ def scan_submission(student_file: str | Path, banned: list[str], allow: set[str]
             text, cookie = decode_source(path.name, read_bytes(path))
             found, statements = _scanned(path.name, text, tuple(banned), frozenset(allow), policy, own, attrs)
         except (Unreadable, SyntaxError) as exc:
-            if path != student_file:
-                continue  # the worker cannot compile it either (see scan_package)
-            if isinstance(exc, SyntaxError):
-                raise Unreadable(f"{path.name} does not parse: line {exc.lineno}: {exc.msg}") from None
-            raise
+            if path == student_file:
+                raise _unparsed(path.name, exc) from None
+            unparsed.append((path, exc))  # judged below, once every file that may import it is read
+            continue
         findings.extend(f for f in cookie if f.what not in allow)
         findings.extend(found)
         package = path.name == "__init__.py"
@@ -1342,6 +1370,22 @@ def scan_submission(student_file: str | Path, banned: list[str], allow: set[str]
                 if top and candidate is not None and candidate.name != student_file.name and candidate != path:
                     queue.append(candidate)
                     break
+    if unparsed:  # the files importing the student's file runs, through imports outside functions (see scan_package)
+        by_name = {**{stem: p.name for stem, p in modules_beside.items()},
+                   **{package: p.name for package, p in packages_beside.items()}}
+        runs, texts_of = {student_file.name}, {src.file: src for src in sources}
+        grown = True
+        while grown:
+            grown = False
+            for name in [n for n in runs if n in texts_of]:
+                for module in _imported_when_run(texts_of.pop(name).text):
+                    file = by_name.get(module.lstrip(".").split(".")[0])
+                    if file is not None and file not in runs:
+                        runs.add(file)
+                        grown = True
+        for path, exc in unparsed:
+            if path.name in runs:
+                raise _unparsed(path.name, exc) from None
     roots = None if entries is None else [(student_file.stem, name) for name in entries]
     findings = _judge_reach(findings, sources, roots)
     for path in [p for p in siblings if not p.is_symlink()][:MAX_HELPERS]:
@@ -1373,10 +1417,11 @@ def scan_package(files: dict[str, bytes], modules: list[str], banned: list[str],
     (``(module, name)`` pairs), a finding outside the code they may run is marked ``reachable=False``;
     a finding in a file no import names always is.
 
-    A file that does not parse (or decode) raises :class:`Unreadable` if importing the graded modules runs it, and is
-    otherwise left out: the worker compiles the same bytes with the same Python, so it cannot run either (an import
-    of it fails, naming the error, wherever graded code makes one), and an import in code the layer never runs (a
-    tokenizer's, under syntax newer than this Python) costs nothing.
+    A file that does not parse (or decode) raises :class:`Unreadable` if a graded module, a package ``__init__`` that
+    importing one runs, or an import outside a function of any file scanned names it. A file only functions import
+    is left out: the worker compiles the same bytes with the same Python, so it runs nowhere (a call that imports it
+    fails, naming the error), and a function the layer never calls (a tokenizer's trainer, under syntax newer than
+    this Python) costs nothing.
     """
     policy = allowed or DEFAULT_POLICY
     own = _own_names({rel.split("/")[0].removesuffix(".py") for rel in files}, policy, tuple(banned))
@@ -1396,11 +1441,25 @@ def scan_package(files: dict[str, bytes], modules: list[str], banned: list[str],
         parts = module.split(".")
         return [rel for i in range(1, len(parts) + 1) if (rel := module_file(".".join(parts[:i])))]
 
+    def absolute(name: str, package: str) -> str:
+        """``name`` as an import statement in ``package`` writes it (``.h``), made absolute."""
+        level = len(name) - len(name.lstrip("."))
+        if not level:
+            return name
+        parts = package.split(".") if package else []
+        return ".".join(parts[:max(0, len(parts) - (level - 1))] + ([name[level:]] if name[level:] else []))
+
+    def run_by(name: str) -> list[str]:
+        """The files an import of the absolute ``name`` runs: its longest prefix that is a module, with its packages."""
+        parts = name.split(".")
+        return next((chain(m) for i in range(len(parts), 0, -1) if module_file(m := ".".join(parts[:i]))), [])
+
     queue = [rel for m in modules for rel in chain(m)]
     graded = set(queue)  # the files importing the graded modules runs: one that does not parse cannot be checked
     seen: set[str] = set()
     findings: list[Finding] = []
     sources: list[Source] = []
+    unparsed: list[tuple[str, Exception]] = []
     while queue and len(seen) < MAX_PACKAGE_SCAN:
         rel = queue.pop(0)
         if rel in seen:
@@ -1410,11 +1469,10 @@ def scan_package(files: dict[str, bytes], modules: list[str], banned: list[str],
             text, cookie = decode_source(rel, files[rel])
             found, statements = _scanned(rel, text, tuple(banned), frozenset(allow), policy, own, attrs)
         except (Unreadable, SyntaxError) as exc:
-            if rel not in graded:
-                continue  # the worker cannot compile it either (see scan_package)
-            if isinstance(exc, SyntaxError):
-                raise Unreadable(f"{rel} does not parse: line {exc.lineno}: {exc.msg}") from None
-            raise
+            if rel in graded:
+                raise _unparsed(rel, exc) from None
+            unparsed.append((rel, exc))  # judged below, once every file that may import it is read
+            continue
         findings.extend(f for f in cookie if f.what not in allow)
         findings.extend(found)
         dotted = rel[:-3].replace("/", ".")
@@ -1437,6 +1495,21 @@ def scan_package(files: dict[str, bytes], modules: list[str], banned: list[str],
                     if module_file(".".join(parts[:i])):
                         queue.extend(chain(".".join(parts[:i])))
                         break
+    if unparsed:  # the files importing the graded modules runs, through imports outside functions (see above)
+        runs, texts_of = set(graded), {src.file: src for src in sources}
+        grown = True
+        while grown:
+            grown = False
+            for rel in [r for r in runs if r in texts_of]:
+                src = texts_of.pop(rel)
+                package = src.module if src.is_package else src.module.rpartition(".")[0]
+                for name in _imported_when_run(src.text):
+                    new = set(run_by(absolute(name, package))) - runs
+                    runs |= new
+                    grown = grown or bool(new)
+        for rel, exc in unparsed:
+            if rel in runs:
+                raise _unparsed(rel, exc) from None
     findings = _judge_reach(findings, sources, entries)
     for rel in sorted(files)[:MAX_PACKAGE_SCAN]:
         if rel in seen or not rel.endswith(".py"):

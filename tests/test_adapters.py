@@ -57,6 +57,16 @@ def verdicts(report) -> dict[str, str]:
     return {f"{ch.id}/{c.id}": c.status for ch in report.challenges for c in ch.checks if c.kind != "question"}
 
 
+def planted(tmp_path: Path, repo: str, rel: str, old: str, new: str) -> Path:
+    """A copy of one of the repositories with ``old`` replaced by ``new`` once in its file ``rel``."""
+    root = tmp_path / f"{repo}{len(list(tmp_path.iterdir()))}"
+    shutil.copytree(REPOS / repo, root)
+    text = (root / rel).read_text()
+    assert old in text, f"{old!r} is no longer in {rel}"
+    (root / rel).write_text(text.replace(old, new, 1))
+    return root
+
+
 # -- finding the weights by value ------------------------------------------------------------------------
 def test_locate_finds_weights_whole_transposed_fused_and_split():
     g = torch.Generator().manual_seed(0)
@@ -401,17 +411,9 @@ def test_an_adapters_own_dtype_is_left_out_where_the_contract_builds_without_one
     assert got == {"rms_norm/default_dtype": "passed", "rms_norm/bf16_accuracy": "passed",
                    "multihead_self_attention/default_dtype": "passed"}, got
 
-    def planted(old: str, new: str, file: str = "block.py") -> Path:
-        root = tmp_path / f"repo{len(list(tmp_path.iterdir()))}"
-        shutil.copytree(REPOS / "heads", root)
-        source = root / "cs336_basics" / "model" / file
-        text = source.read_text()
-        assert old in text
-        source.write_text(text.replace(old, new, 1))
-        return root
-
     norm_init = "    def __init__(self, d, eps=1e-5, device=None, dtype=None):\n"
-    hard_coded = planted(norm_init, norm_init.replace("dtype=None", "dtype=torch.float32"))
+    block, basic = "cs336_basics/model/block.py", "cs336_basics/model/basic.py"
+    hard_coded = planted(tmp_path, "heads", block, norm_init, norm_init.replace("dtype=None", "dtype=torch.float32"))
     report = graded(hard_coded, ["rms_norm"], checks=checks, profile="quick")
     assert verdicts(report) == {"rms_norm/default_dtype": "failed", "rms_norm/bf16_accuracy": "passed"}
     message = next(c.message for c in report.challenges[0].checks if c.id == "default_dtype")
@@ -419,17 +421,18 @@ def test_an_adapters_own_dtype_is_left_out_where_the_contract_builds_without_one
 
     # `dtype or torch.float32` costs the default-dtype check only: a float64 gradient check keeps the adapter's
     # dtype=in_features.dtype, which is the default dtype there, so the bug is not charged again as an error
-    ignores_none = planted("torch.empty(fan_out, fan_in, device=device, dtype=dtype)",
-                           "torch.empty(fan_out, fan_in, device=device, dtype=dtype or torch.float32)", "basic.py")
+    ignores_none = planted(tmp_path, "heads", basic, "torch.empty(fan_out, fan_in, device=device, dtype=dtype)",
+                           "torch.empty(fan_out, fan_in, device=device, dtype=dtype or torch.float32)")
     got = verdicts(graded(ignores_none, ["linear"], checks=["default_dtype", "gradients"], profile="quick"))
     assert got == {"linear/default_dtype": "failed", "linear/gradients": "passed"}, got
     # ... and an adapter that passes the weights' dtype, the default dtype there, does not hide it from that check
-    table = planted("torch.empty(vocab, dim, device=device, dtype=dtype)",
-                    "torch.empty(vocab, dim, device=device, dtype=dtype or torch.float32)", "basic.py")
+    table = planted(tmp_path, "heads", basic, "torch.empty(vocab, dim, device=device, dtype=dtype)",
+                    "torch.empty(vocab, dim, device=device, dtype=dtype or torch.float32)")
     got = verdicts(graded(table, ["token_embedding"], checks=["default_dtype"], profile="quick"))
     assert got == {"token_embedding/default_dtype": "failed"}, got
 
-    required = planted(norm_init, norm_init.replace("eps=1e-5, device=None, dtype=None", "eps, device, dtype"))
+    required = planted(tmp_path, "heads", block, norm_init,
+                       norm_init.replace("eps=1e-5, device=None, dtype=None", "eps, device, dtype"))
     report = graded(required, ["rms_norm"], checks=checks, profile="quick")
     assert verdicts(report) == {"rms_norm/default_dtype": "skipped", "rms_norm/bf16_accuracy": "passed"}
     message = next(c.message for c in report.challenges[0].checks if c.id == "default_dtype")
@@ -439,14 +442,9 @@ def test_an_adapters_own_dtype_is_left_out_where_the_contract_builds_without_one
 def test_an_adapter_that_calls_the_layer_under_no_grad_still_has_its_gradients_graded(tmp_path):
     """The course's snapshot tests need values only, so an adapter may call the layer under torch.no_grad(): the
     grader still runs the layer's forward with gradients on where a check grades them (a layer that detaches its
-    output still fails), and leaves an inference call (no gradients wanted) as the adapter makes it."""
-    root = tmp_path / "repo"
-    shutil.copytree(REPOS / "heads", root)
-    adapters_py = root / "tests" / "adapters.py"
-    text = adapters_py.read_text()
-    old = '    return _load(linear, {"weight": weights})(in_features)\n'
-    assert old in text
-    adapters_py.write_text(text.replace(old, '    with torch.no_grad():\n        return _load(linear, {"weight": weights})(in_features)\n'))
+    output still fails)."""
+    call = '    return _load(linear, {"weight": weights})(in_features)\n'
+    root = planted(tmp_path, "heads", "tests/adapters.py", call, "    with torch.no_grad():\n    " + call)
     checks = ["gradients", "matches_reference"]
     got = verdicts(graded(root, ["linear"], checks=checks, profile="quick"))
     assert got == {"linear/gradients": "passed", "linear/matches_reference": "passed"}, got
@@ -463,13 +461,9 @@ def test_a_block_whose_constructor_takes_no_device_is_not_graded_on_it_though_it
     """``fused`` builds a RoPE module and hands it to the block (as cs336_adapters.md shows students do). Where the
     block's constructor takes no device= or dtype= but the RoPE's takes device=, the device check cannot be made
     through the adapter: it is not graded, and says so, rather than failed for the block's parameters on the CPU."""
-    root = tmp_path / "repo"
-    shutil.copytree(REPOS / "fused", root)
-    source = root / "cs336_basics" / "nn.py"
-    text = source.read_text()
-    old = "    def __init__(self, d_model, num_heads, d_ff, *, rope, device=None, dtype=None):\n"
-    assert old in text
-    source.write_text(text.replace(old, "    def __init__(self, d_model, num_heads, d_ff, *, rope):\n        device = dtype = None\n"))
+    root = planted(tmp_path, "fused", "cs336_basics/nn.py",
+                   "    def __init__(self, d_model, num_heads, d_ff, *, rope, device=None, dtype=None):\n",
+                   "    def __init__(self, d_model, num_heads, d_ff, *, rope):\n        device = dtype = None\n")
     report = graded(root, ["transformer_block"], checks=["meta_device", "honours_dtype"], profile="quick")
     assert verdicts(report) == {"transformer_block/meta_device": "skipped",
                                 "transformer_block/honours_dtype": "skipped"}, report.challenges[0].checks

@@ -469,3 +469,14 @@ def test_a_block_whose_constructor_takes_no_device_is_not_graded_on_it_though_it
                                 "transformer_block/honours_dtype": "skipped"}, report.challenges[0].checks
     message = next(c.message for c in report.challenges[0].checks if c.id == "meta_device")
     assert "run_transformer_block builds Block, whose constructor takes no device= argument" in message, message
+
+
+def test_a_parameter_the_adapter_replaces_with_data_is_judged_in_the_shape_the_constructor_made(tmp_path):
+    """``fused`` loads the block's weights with ``.data =``, which replaces a parameter whatever its shape: a SwiGLU
+    that ignores d_ff (seen in a real repository) must still fail the shapes check, in the shape it built."""
+    old = "        weights = weights or {}\n"
+    root = planted(tmp_path, "fused", "cs336_basics/nn.py", old, old + "        d_ff = 4 * d_model  # ignores d_ff\n")
+    report = graded(root, ["transformer_block"], checks=["parameters"], profile="quick")
+    [check] = report.challenges[0].checks
+    assert check.status == "failed", check
+    assert "ffn.w1.weight" in check.message, check.message

@@ -584,11 +584,14 @@ def _gather(located: dict[str, list], source: dict[str, torch.Tensor | None], sh
     return out
 
 
-def contract_structure(raw: dict, located: dict[str, list], shapes: dict[str, tuple]) -> dict:
+def contract_structure(raw: dict, located: dict[str, list], shapes: dict[str, tuple],
+                       loaded: dict[str, tuple] | None = None) -> dict:
     """The structure of the built module with the contract's names for the parameters its weights were found in.
 
     dtype, device and requires_grad come from what the constructor made (``raw``, before loading);
-    a parameter that holds no contract weight keeps its own name.
+    a parameter that holds no contract weight keeps its own name. Its shape is the contract's, unless the
+    adapter replaced a parameter the constructor made in another shape (``.data = w``, ``loaded``: the
+    shapes when the forward started): then it is the shape the constructor made, which the contract judges.
     """
     by_name = {q["name"]: q for q in raw.get("parameters", [])}
     used = {pname for pieces in located.values() for pname, _, _ in pieces}
@@ -598,7 +601,10 @@ def contract_structure(raw: dict, located: dict[str, list], shapes: dict[str, tu
         if not holders:
             continue
         first = holders[0]
-        params.append({"name": cname, "shape": list(shapes[cname]), "dtype": first["dtype"],
+        replaced = [h for h in holders if loaded and h["name"] in loaded
+                    and tuple(h["shape"]) != tuple(loaded[h["name"]])]
+        params.append({"name": cname, "shape": list(replaced[0]["shape"] if replaced else shapes[cname]),
+                       "dtype": first["dtype"],
                        "device": first["device"], "requires_grad": all(h["requires_grad"] for h in holders),
                        "object": hash((cname, tuple(h["object"] for h in holders)))})
     params += [q for q in raw.get("parameters", []) if q["name"] not in used]
@@ -835,7 +841,8 @@ def _module_results(result: dict, want: set, watch: Watch | None, module: nn.Mod
         located = locate(state, loaded)
     built = watch.at_build.get(id(module)) or {"structure": runner.describe_structure(module), "params": {}}
     if "structure" in want:
-        result["structure"] = contract_structure(built["structure"], located, shapes)
+        result["structure"] = contract_structure(built["structure"], located, shapes,
+                                                 {n: tuple(t.shape) for n, t in loaded.items()})
     if "params" in want:
         params = _gather(located, built["params"], shapes)
         result["params"] = {k: v for k, v in params.items() if v is not None}

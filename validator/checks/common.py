@@ -192,6 +192,10 @@ def unmatched_parameters(expected: dict[str, tuple[int, ...]], found: list[dict]
                 not any(tuple(p["shape"]) == shape for p in found):
             shapes = ", ".join(f"{p['name']} {tuple(p['shape'])}" for p in found) or "none"
             return f"your layer registers no parameter of shape {shape} for the contract's {name!r} (it has: {shapes})"
+    for name, shape in expected.items():  # found by name (or through an adapter, by value) in another shape
+        got = by_name.get((explicit or {}).get(name, name))
+        if got is not None and tuple(got["shape"]) != shape:
+            return f"the contract's {name!r} is a parameter of shape {tuple(got['shape'])} in your layer, expected {shape}"
     return "your layer's parameters could not be matched to the contract's"
 
 

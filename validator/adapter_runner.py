@@ -20,9 +20,10 @@ function the grader cannot look inside. So the worker watches it run:
   passed to the outermost constructor that accepts them, as the contract would, in place of any the
   adapter passes; where no constructor accepts one, the check is not graded, and says why. A check
   that builds without ``dtype=`` leaves out a ``dtype=`` the adapter passes itself
-  (``dtype=in_features.dtype`` is common), as a construct-only call leaves out the test weights: the
-  module is built as the contract builds it, so a float16 input meets float32 weights as it would
-  graded directly, and a check of the default dtype sees the constructor's own default.
+  (``dtype=in_features.dtype`` is common) where it is not the default dtype, and the dtype checks
+  leave it out always, as a construct-only call leaves out the test weights: the module is built as
+  the contract builds it, so a float16 input meets float32 weights as it would graded directly, and
+  the default-dtype check sees the constructor's own default (:meth:`Watch.without_dtype`).
 - Timing, op counts and memory cover the module's forward (and backward), not its construction and
   loading, so a layer graded through an adapter is measured as one graded directly.
 - Where a check grades gradients, the built module's forward runs with gradients on, even inside an

@@ -505,20 +505,24 @@ def locate(weights: dict[str, torch.Tensor], params: dict[str, torch.Tensor]) ->
 _SIDES = ((0, -1), (0, 1), (-1, 0), (1, 0))  # (row, column) steps to an element's neighbours in a weight
 
 
+def _sides(k: torch.Tensor, cols: int, n: int):
+    """For elements ``k`` of a weight (``cols`` to a row, ``n`` in all), on each side in turn: whether two
+    neighbours lie on that side, and the flat indices of the nearer (``a``) and the farther (``b``)."""
+    rows = n // max(cols, 1)
+    r, c = k // cols, k % cols
+    for dr, dc in _SIDES:
+        r2, c2 = r + 2 * dr, c + 2 * dc
+        valid = (r2 >= 0) & (r2 < rows) & (c2 >= 0) & (c2 < cols)
+        yield valid, ((r + dr) * cols + c + dc).clamp(0, n - 1), (r2 * cols + c2).clamp(0, n - 1)
+
+
 def _in_line(owner: torch.Tensor, where: torch.Tensor, cols: int, k: torch.Tensor) -> torch.Tensor:
     """Which of the elements ``k`` of a weight (``cols`` to a row) sit where two neighbours on one side, in the same
     parameter, say the layout puts them: a weight's layout in a parameter (whole, transposed, a slice of a fused
     matrix, a head's rows) is affine along a row and along a column."""
-    n = owner.numel()
-    rows = n // max(cols, 1)
-    r, c = k // cols, k % cols
     mine, at = owner[k], where[k]
     ok = torch.zeros(k.numel(), dtype=torch.bool)
-    for dr, dc in _SIDES:
-        r2, c2 = r + 2 * dr, c + 2 * dc
-        valid = (r2 >= 0) & (r2 < rows) & (c2 >= 0) & (c2 < cols)
-        a = ((r + dr) * cols + c + dc).clamp(0, n - 1)
-        b = (r2 * cols + c2).clamp(0, n - 1)
+    for valid, a, b in _sides(k, cols, owner.numel()):
         ok |= valid & (owner[a] == mine) & (owner[b] == mine) & (2 * where[a] - where[b] == at)
     return ok
 
@@ -529,17 +533,10 @@ def _settle(cols: int, flat_w: torch.Tensor, owner: torch.Tensor, where: torch.T
     several, and it is not where its neighbours say) where two neighbours on one side, in one parameter, predict
     (see :func:`_in_line`) and its value is. Where none do, the first occurrence not yet given to another suspect is
     taken, in the parameter the majority placed it in first. ``params``: each parameter's elements, flat."""
-    n = flat_w.numel()
-    rows = n // max(cols, 1)
     k = suspect.nonzero().reshape(-1)
-    r, c = k // cols, k % cols
     todo = torch.ones(k.numel(), dtype=torch.bool)
-    for dr, dc in _SIDES:
-        r2, c2 = r + 2 * dr, c + 2 * dc
-        a = ((r + dr) * cols + c + dc).clamp(0, n - 1)
-        b = (r2 * cols + c2).clamp(0, n - 1)
-        valid = todo & (r2 >= 0) & (r2 < rows) & (c2 >= 0) & (c2 < cols) & ~suspect[a] & ~suspect[b] \
-            & (owner[a] == owner[b])
+    for valid, a, b in _sides(k, cols, flat_w.numel()):
+        valid = valid & todo & ~suspect[a] & ~suspect[b] & (owner[a] == owner[b])
         guess = 2 * where[a] - where[b]
         for i in owner[a][valid].unique().tolist():
             sel = (valid & (owner[a] == i)).nonzero().reshape(-1)
@@ -741,19 +738,16 @@ def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None)
                 if len(each) > 1:
                     outputs.append(output)
         elapsed = time.perf_counter() - started
+    module = watch.module() if watch is not None else None
+    what = type(module).__name__ if module is not None else "the layer it builds"
     if watch is not None and watch.dtype_required and watch.judges_default:
-        built = watch.module()
-        what = type(built).__name__ if built is not None else "the layer it builds"
         raise _not_graded(f"{variant['function']} passes dtype= to {what}, whose constructor has no default for it, "
                           "so what your constructor makes without dtype= cannot be seen through the adapter")
-    missing = sorted(set(inject) - watch.given_to(watch.module())) if watch is not None else []
+    missing = sorted(set(inject) - watch.given_to(module)) if watch is not None else []
     if missing:
-        built = watch.module()
-        what = type(built).__name__ if built is not None else "the layer it builds"
         raise _not_graded(f"{variant['function']} builds {what}, whose constructor takes no "
                           f"{' or '.join(m + '=' for m in missing)} argument, so the contract's "
                           f"{', '.join(m + '=' for m in missing)} cannot be passed through the adapter")
-    module = watch.module() if watch is not None else None
     located = None
     if construct_only and watch is not None and watch.stripped and module is not None:
         located = _located_by_loading(fn, entry, variant, call, device, weights, state, origin)

@@ -42,6 +42,7 @@ import tokenize
 import types
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from validator.intake import MAX_SOURCE_BYTES as MAX_FILE_BYTES  # one cap for every reader of a submission
 from validator.reachability import Source, child_nodes, dotted_name, parsed, reachable_lines
@@ -1252,6 +1253,22 @@ def _imported_when_run(text: str) -> set[str]:
     return out
 
 
+def _run_on_import(start: set[str], sources: list[Source], files_of: Callable[[Source, str], list[str]]) -> set[str]:
+    """The files (as :class:`Source` names them) that importing ``start`` runs: followed through each file's imports
+    outside function bodies; ``files_of(source, name)`` says which files an import of ``name`` in ``source`` runs."""
+    runs, texts_of = set(start), {src.file: src for src in sources}
+    pending = [f for f in runs if f in texts_of]
+    while pending:
+        src = texts_of.pop(pending.pop())
+        for name in _imported_when_run(src.text):
+            for file in files_of(src, name):
+                if file not in runs:
+                    runs.add(file)
+                    if file in texts_of:
+                        pending.append(file)
+    return runs
+
+
 def _unparsed(rel: str, exc: Exception) -> Unreadable:
     return Unreadable(f"{rel} does not parse: line {exc.lineno}: {exc.msg}") if isinstance(exc, SyntaxError) else exc
 
@@ -1370,19 +1387,11 @@ def scan_submission(student_file: str | Path, banned: list[str], allow: set[str]
                 if top and candidate is not None and candidate.name != student_file.name and candidate != path:
                     queue.append(candidate)
                     break
-    if unparsed:  # the files importing the student's file runs, through imports outside functions (see scan_package)
+    if unparsed:  # the files importing the student's file runs (see scan_package)
         by_name = {**{stem: p.name for stem, p in modules_beside.items()},
                    **{package: p.name for package, p in packages_beside.items()}}
-        runs, texts_of = {student_file.name}, {src.file: src for src in sources}
-        grown = True
-        while grown:
-            grown = False
-            for name in [n for n in runs if n in texts_of]:
-                for module in _imported_when_run(texts_of.pop(name).text):
-                    file = by_name.get(module.lstrip(".").split(".")[0])
-                    if file is not None and file not in runs:
-                        runs.add(file)
-                        grown = True
+        runs = _run_on_import({student_file.name}, sources,
+                              lambda _, name: [f] if (f := by_name.get(name.lstrip(".").split(".")[0])) else [])
         for path, exc in unparsed:
             if path.name in runs:
                 raise _unparsed(path.name, exc) from None
@@ -1495,18 +1504,9 @@ def scan_package(files: dict[str, bytes], modules: list[str], banned: list[str],
                     if module_file(".".join(parts[:i])):
                         queue.extend(chain(".".join(parts[:i])))
                         break
-    if unparsed:  # the files importing the graded modules runs, through imports outside functions (see above)
-        runs, texts_of = set(graded), {src.file: src for src in sources}
-        grown = True
-        while grown:
-            grown = False
-            for rel in [r for r in runs if r in texts_of]:
-                src = texts_of.pop(rel)
-                package = src.module if src.is_package else src.module.rpartition(".")[0]
-                for name in _imported_when_run(src.text):
-                    new = set(run_by(absolute(name, package))) - runs
-                    runs |= new
-                    grown = grown or bool(new)
+    if unparsed:  # the files importing the graded modules runs (see above)
+        runs = _run_on_import(graded, sources, lambda src, name: run_by(absolute(
+            name, src.module if src.is_package else src.module.rpartition(".")[0])))
         for rel, exc in unparsed:
             if rel in runs:
                 raise _unparsed(rel, exc) from None

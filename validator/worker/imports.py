@@ -195,14 +195,14 @@ class StagedPackage:
         if isinstance(module, MissingModule) or self._guarded(frame.f_code.co_filename, frame.f_lineno):
             return None
         where = (self.relative(frame.f_code.co_filename), frame.f_lineno)
-        stand_in = types.ModuleType(name, getattr(module, "__doc__", None))
+        placeholders = {}
         for attr in lacking:
             seen = self.missing_names.setdefault(f"{name}.{attr}", [])
             if where not in seen and len(seen) < MAX_WHERE:
                 seen.append(where)
-            stand_in.__dict__[attr] = _placeholder_class(name, attr, name, f"{where[0]} line {where[1]}",
-                                                         what=f"{name}.{attr}")
-        return _ModuleWithPlaceholders(module, stand_in)
+            placeholders[attr] = _placeholder_class(name, attr, name, f"{where[0]} line {where[1]}",
+                                                    what=f"{name}.{attr}")
+        return _ModuleWithPlaceholders(module, placeholders)
 
     def _placeholder(self, name: str, fromlist, level: int, exc: ModuleNotFoundError, frame) -> Any:
         missing = exc.name
@@ -312,13 +312,13 @@ def _version_of(module: str) -> str:
 
 
 class _ModuleWithPlaceholders(types.ModuleType):
-    """What ``from module import a, b`` receives when the installed module lacks some of the names: the stand-in's
-    placeholders for those, the module's own objects for the rest. Handed to that one statement only."""
+    """What ``from module import a, b`` receives when the installed module lacks some of the names: placeholders for
+    those, the module's own objects for the rest. Handed to that one statement only."""
 
-    def __init__(self, real: types.ModuleType, stand_in: types.ModuleType):
+    def __init__(self, real: types.ModuleType, placeholders: dict[str, type]):
         super().__init__(real.__name__, getattr(real, "__doc__", None))
         self.__dict__["_real"] = real
-        self.__dict__.update({k: v for k, v in vars(stand_in).items() if not k.startswith("__")})
+        self.__dict__.update(placeholders)
 
     def __getattr__(self, name: str):
         return getattr(self.__dict__["_real"], name)

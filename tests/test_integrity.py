@@ -764,6 +764,10 @@ def test_a_file_that_does_not_parse_costs_nothing_unless_importing_the_graded_mo
     lazily = {**files, "pkg/encode.py": b"from pkg.bpe import Pairs\n",
               "pkg/model.py": files["pkg/model.py"] + b"\ndef encoder():\n    from pkg import encode\n"}
     assert scan_package(lazily, ["pkg.model"], BANNED, entries=[("pkg.model", "lookup")]) == []
+    # a file the scan cannot decode is not one the worker cannot run: never left out, however it is imported
+    with pytest.raises(Unreadable, match="pkg/bpe.py: invalid or missing encoding declaration"):
+        scan_package({**files, "pkg/bpe.py": b"X = '\xff\xfe'\n"}, ["pkg.model"], BANNED,
+                     entries=[("pkg.model", "lookup")])
     for importing in (b"from . import bpe\n", b"from pkg.bpe import Pairs\n", b"import pkg.bpe\n"):  # runs on import
         with pytest.raises(Unreadable, match="pkg/bpe.py does not parse"):
             scan_package({**files, "pkg/model.py": importing + files["pkg/model.py"]}, ["pkg.model"], BANNED)

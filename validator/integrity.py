@@ -1269,8 +1269,8 @@ def _run_on_import(start: set[str], sources: list[Source], files_of: Callable[[S
     return runs
 
 
-def _unparsed(rel: str, exc: Exception) -> Unreadable:
-    return Unreadable(f"{rel} does not parse: line {exc.lineno}: {exc.msg}") if isinstance(exc, SyntaxError) else exc
+def _unparsed(rel: str, exc: SyntaxError) -> Unreadable:
+    return Unreadable(f"{rel} does not parse: line {exc.lineno}: {exc.msg}")
 
 
 def _imported_modules(statements) -> list[str]:
@@ -1363,16 +1363,16 @@ def scan_submission(student_file: str | Path, banned: list[str], allow: set[str]
                        if (p / "__init__.py").exists()} if folder.is_dir() else {}
     queue, seen, findings = [student_file], set(), []
     sources: list[Source] = []
-    unparsed: list[tuple[Path, Exception]] = []
+    unparsed: list[tuple[Path, SyntaxError]] = []
     while queue and len(seen) < MAX_FILES:
         path = queue.pop(0)
         if path.name in seen:
             continue
         seen.add(path.name)
+        text, cookie = decode_source(path.name, read_bytes(path))  # one the scan cannot read is never left out
         try:
-            text, cookie = decode_source(path.name, read_bytes(path))
             found, statements = _scanned(path.name, text, tuple(banned), frozenset(allow), policy, own, attrs)
-        except (Unreadable, SyntaxError) as exc:
+        except SyntaxError as exc:
             if path == student_file:
                 raise _unparsed(path.name, exc) from None
             unparsed.append((path, exc))  # judged below, once every file that may import it is read
@@ -1426,11 +1426,12 @@ def scan_package(files: dict[str, bytes], modules: list[str], banned: list[str],
     (``(module, name)`` pairs), a finding outside the code they may run is marked ``reachable=False``;
     a finding in a file no import names always is.
 
-    A file that does not parse (or decode) raises :class:`Unreadable` if a graded module, a package ``__init__`` that
-    importing one runs, or an import outside a function of any file scanned names it. A file only functions import
-    is left out: the worker compiles the same bytes with the same Python, so it runs nowhere (a call that imports it
-    fails, naming the error), and a function the layer never calls (a tokenizer's trainer, under syntax newer than
-    this Python) costs nothing.
+    A file that does not parse raises :class:`Unreadable` if a graded module, a package ``__init__`` that importing
+    one runs, or an import outside a function of any file scanned names it. A file only functions import is left
+    out: the worker compiles the same bytes with the same Python, so it runs nowhere (a call that imports it fails,
+    naming the error), and a function the layer never calls (a tokenizer's trainer, under syntax newer than this
+    Python) costs nothing. A file the scan cannot read or decode (too large, a link, a bad encoding) is never left
+    out: the worker might read it otherwise.
     """
     policy = allowed or DEFAULT_POLICY
     own = _own_names({rel.split("/")[0].removesuffix(".py") for rel in files}, policy, tuple(banned))
@@ -1468,16 +1469,16 @@ def scan_package(files: dict[str, bytes], modules: list[str], banned: list[str],
     seen: set[str] = set()
     findings: list[Finding] = []
     sources: list[Source] = []
-    unparsed: list[tuple[str, Exception]] = []
+    unparsed: list[tuple[str, SyntaxError]] = []
     while queue and len(seen) < MAX_PACKAGE_SCAN:
         rel = queue.pop(0)
         if rel in seen:
             continue
         seen.add(rel)
+        text, cookie = decode_source(rel, files[rel])  # one the scan cannot decode is never left out
         try:
-            text, cookie = decode_source(rel, files[rel])
             found, statements = _scanned(rel, text, tuple(banned), frozenset(allow), policy, own, attrs)
-        except (Unreadable, SyntaxError) as exc:
+        except SyntaxError as exc:
             if rel in graded:
                 raise _unparsed(rel, exc) from None
             unparsed.append((rel, exc))  # judged below, once every file that may import it is read

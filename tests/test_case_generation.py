@@ -186,3 +186,28 @@ def test_input_views_asks_for_the_contiguous_backward_only_where_a_call_with_vie
     (check,) = [c for c in result.checks if c.kind != "question"]
     assert check.status != "failed", check.message
     assert any(c.get("grad_output") is not None and not any(i.get("layout") for i in c["inputs"]) for c in calls)
+
+
+@pytest.mark.parametrize("cid, check_id, entry_name, left_out, kept", [
+    ("softmax", "bf16_accuracy", "softmax", {"rows", "cols"}, {"n"}),  # x is [8, 16, n], not [rows, cols, n]
+    ("attention", "causal", None, {"keys"}, {"queries"}),  # K and V take the queries' length
+])
+def test_a_failing_input_names_only_the_dims_its_inputs_have(cid, check_id, entry_name, left_out, kept):
+    """A check whose own shapes leave out dims the inputs would use still draws them (a constructor or a
+    relation may read them) but does not show them: "rows=1, cols=1" beside an x of shape (8, 16, 32) sent
+    every student who failed bf16_accuracy looking for a size their input never had."""
+    from hypothesis import find
+
+    from validator import paths
+    from validator.cases import case_strategy
+    from validator.spec import load_catalogue
+
+    challenge = load_catalogue(paths.challenges_dir())[cid]
+    check = next(c for c in challenge.checks if c.id == check_id)
+    entry = challenge.entries[entry_name or check.entry or next(iter(challenge.entries))]
+    case = find(case_strategy(challenge, entry, check.inputs), lambda c: True)
+    shown = case.summary().split(";")[0]
+    assert set(case.dims) >= left_out | kept  # drawn all the same
+    assert all(f"{d}=" not in shown for d in left_out) and all(f"{d}=" in shown for d in kept), shown
+    again = case.but(inputs=dict(case.inputs))  # a check's derived case keeps what it hides
+    assert again.summary() == case.summary()

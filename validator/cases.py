@@ -11,7 +11,7 @@ import functools
 import math
 import operator
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -33,9 +33,19 @@ class Case:
     inputs: dict[str, Any]
     seed: int
     notes: list[str] = field(default_factory=list)
+    # dims the inputs would use but the check's own shapes leave out (``shape: [8, 16, n]`` for an x of
+    # [rows, cols, n]): still drawn, never shown, so a failing input names only the sizes it has
+    hidden: list[str] = field(default_factory=list)
+
+    def but(self, *, inputs: dict[str, Any] | None = None, dims: dict[str, int] | None = None,
+            notes: list[str] | None = None) -> "Case":
+        """A copy with other inputs, dims or notes (fresh dicts and lists; attributes a check attached stay behind)."""
+        return replace(self, dims=dict(self.dims if dims is None else dims),
+                       inputs=dict(self.inputs if inputs is None else inputs),
+                       notes=list(self.notes if notes is None else notes), hidden=list(self.hidden))
 
     def summary(self) -> str:
-        parts = [", ".join(f"{k}={v}" for k, v in self.dims.items())]
+        parts = [", ".join(f"{k}={v}" for k, v in self.dims.items() if k not in self.hidden)]
         for name, value in self.inputs.items():
             if not isinstance(value, torch.Tensor) and name in self.dims and self.dims[name] == value:
                 continue  # a value input that repeats a dim (max_seq_len=max_seq_len) is shown once
@@ -283,12 +293,30 @@ def case_strategy(challenge: Challenge, entry: Entry, overrides: dict | None = N
         if fixed_shapes and name in fixed_shapes:
             spec = merged_input(spec, {"shape": list(fixed_shapes[name])})
         specs[name] = spec
-    return _cases(dims_strategy(challenge, fixed_dims), options, specs, list(where or []))
+    base = {name: challenge.inputs[name] for name in entry.call}
+    used = _names_in(entry, [*options.values(), *specs.values()]) | _names_in(where)
+    hidden = [d for d in challenge.dims if d not in used and d in _names_in(entry, [*options.values(), *base.values()])]
+    return _cases(dims_strategy(challenge, fixed_dims), options, specs, list(where or []), hidden)
+
+
+def _names_in(*things: Any) -> set[str]:
+    """Every name an entry's constructor, input specs or relations spell (``"d_model"``, ``"high-1"``)."""
+    found: set[str] = set()
+    for thing in things:
+        if isinstance(thing, Entry):
+            found |= _names_in(thing.init, list(thing.init_kwargs.values()), list(thing.parameters.values()))
+        elif isinstance(thing, InputSpec):
+            found |= _names_in(thing.shape, thing.high, thing.include, thing.inject, thing.value, thing.choices)
+        elif isinstance(thing, str):
+            found |= set(_NAME.findall(thing))
+        elif isinstance(thing, (list, tuple)):
+            found |= _names_in(*thing)
+    return found
 
 
 @st.composite
 def _cases(draw, dims_st: st.SearchStrategy, options: dict[str, InputSpec], specs: dict[str, InputSpec],
-           where: list[str]) -> Case:
+           where: list[str], hidden: list[str]) -> Case:
     dims = draw(dims_st)
     for _ in range(100 if where else 0):  # a narrow regime: redraw here rather than reject the whole example
         if holds(where, dims):
@@ -304,7 +332,7 @@ def _cases(draw, dims_st: st.SearchStrategy, options: dict[str, InputSpec], spec
         inputs[name] = value
         notes.extend(more)
     seed = draw(st.integers(0, 2**31 - 1))
-    return Case(dims=dims, inputs=inputs, seed=seed, notes=notes)
+    return Case(dims=dims, inputs=inputs, seed=seed, notes=notes, hidden=list(hidden))
 
 
 def fixed_case(challenge: Challenge, entry: Entry, *, dims: dict[str, int] | None = None,
@@ -476,7 +504,7 @@ def _layouts(draw, strategy, challenge: Challenge, entry: Entry, kinds: tuple[st
         if layout["kind"] == "expanded":
             inputs[name] = value.narrow(layout["axis"], 0, 1).expand(value.shape).clone()
         notes.append(f"{name} passed as {describe_layout(layout, value.dim())}")
-    out = Case(dims=case.dims, inputs=inputs, seed=case.seed, notes=notes)
+    out = case.but(inputs=inputs, notes=notes)
     out.layouts = layouts
     return out
 

@@ -103,7 +103,7 @@ def for_cases(ctx: Context, check: CheckSpec, p: CaseParams, body, make_strategy
 def in_dtype(case, dtype: torch.dtype):
     inputs = {k: (v.to(dtype) if isinstance(v, torch.Tensor) and v.dtype.is_floating_point else v)
               for k, v in case.inputs.items()}
-    return type(case)(dims=case.dims, inputs=inputs, seed=case.seed, notes=list(case.notes))
+    return case.but(inputs=inputs)
 
 
 def _state(ctx: Context, name: str, case, dtype: torch.dtype):
@@ -241,7 +241,7 @@ class ValuesParams(PrecisionParams):
 
 def _baseline_case(ctx: Context, case, baseline: dict[str, dict[str, Any]]):
     """The same case with the baseline's inputs: tensors cast to another dtype, options set to a value."""
-    from validator.cases import DTYPES, Case
+    from validator.cases import DTYPES
 
     dims, inputs = dict(case.dims), dict(case.inputs)
     for name, override in baseline.items():
@@ -252,7 +252,7 @@ def _baseline_case(ctx: Context, case, baseline: dict[str, dict[str, Any]]):
                 dims[name] = override["value"]
             if name in inputs:
                 inputs[name] = override["value"]
-    return Case(dims=dims, inputs=inputs, seed=case.seed, notes=list(case.notes))
+    return case.but(inputs=inputs, dims=dims)
 
 
 def _shown_build(ctx: Context, check: CheckSpec, p: CaseParams) -> str:

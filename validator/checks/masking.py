@@ -128,7 +128,7 @@ def _changed(ctx: Context, case: Case, p: MaskedParams, where, seed: int) -> Cas
         if picked.any():
             moved[picked] = _fresh(ctx, case, name, moved[picked].shape, moved.dtype, gen)
         inputs[name] = moved.movedim(0, axis)
-    return Case(dims=dict(case.dims), inputs=inputs, seed=case.seed, notes=list(case.notes))
+    return case.but(inputs=inputs)
 
 
 def _shifted(case: Case, shift: ShiftSpec, excluded: torch.Tensor) -> Case | None:
@@ -158,7 +158,7 @@ def _shifted(case: Case, shift: ShiftSpec, excluded: torch.Tensor) -> Case | Non
         return None
     inputs = dict(case.inputs)
     inputs[shift.keys] = moved
-    return Case(dims=dict(case.dims), inputs=inputs, seed=case.seed, notes=list(case.notes))
+    return case.but(inputs=inputs)
 
 
 def _as_factors(scale: float | list[float]) -> list[float]:
@@ -172,7 +172,7 @@ def _scaled(case: Case, magnitudes: dict[str, list[float]], run: int) -> tuple[C
         f = factors[run % len(factors)]
         inputs[name] = (inputs[name].to(torch.float64) * f).to(inputs[name].dtype)
         said.append(f"{name} x {f:g}")
-    return Case(dims=dict(case.dims), inputs=inputs, seed=case.seed, notes=list(case.notes)), ", ".join(said)
+    return case.but(inputs=inputs), ", ".join(said)
 
 
 @register("masked_out", MaskedParams, uses_reference=False)

@@ -53,7 +53,7 @@ class PrecisionParams(CaseParams):
 def _in(case: Case, dtype: torch.dtype) -> Case:
     inputs = {k: (v.to(dtype) if isinstance(v, torch.Tensor) and v.dtype.is_floating_point else v)
               for k, v in case.inputs.items()}
-    return Case(dims=dict(case.dims), inputs=inputs, seed=case.seed, notes=list(case.notes))
+    return case.but(inputs=inputs)
 
 
 @register("reduced_precision", PrecisionParams, not_through_adapter=(

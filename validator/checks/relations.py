@@ -44,7 +44,7 @@ def _transformed(case: Case, names: list[str], fn) -> Case:
     for n in names:
         value = inputs[n]
         inputs[n] = fn(value.to(torch.float64)).to(value.dtype)
-    return Case(dims=case.dims, inputs=inputs, seed=case.seed, notes=list(case.notes))
+    return case.but(inputs=inputs)
 
 
 def _run(ctx: Context, check: CheckSpec, p: ValuesParams, case: Case, *, reference: bool, state=None) -> dict:

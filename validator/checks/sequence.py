@@ -91,7 +91,7 @@ def _perturbed(ctx: Context, case: Case, p: CausalParams, cut: int, seed: int) -
             fresh = torch.randint(0, max(high, 1), tail.shape, generator=gen).to(value.dtype)
         moved[cut + 1:] = fresh
         inputs[name] = moved.movedim(0, axis)
-    return Case(dims=dict(case.dims), inputs=inputs, seed=case.seed, notes=list(case.notes))
+    return case.but(inputs=inputs)
 
 
 @register("causal", CausalParams, uses_reference=False)
@@ -205,7 +205,7 @@ def _transformed(case: Case, t: Transform, amount: float) -> Case:
     if not value.dtype.is_floating_point:
         inputs[t.input] = inputs[t.input].to(value.dtype)
     verb = "shifted by" if t.shift is not None else "scaled by"
-    return Case(dims=dict(case.dims), inputs=inputs, seed=case.seed, notes=list(case.notes) + [f"{t.input} {verb} {amount:g}"])
+    return case.but(inputs=inputs, notes=case.notes + [f"{t.input} {verb} {amount:g}"])
 
 
 @register("relation", RelationParams)

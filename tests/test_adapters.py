@@ -480,3 +480,21 @@ def test_a_parameter_the_adapter_replaces_with_data_is_judged_in_the_shape_the_c
     [check] = report.challenges[0].checks
     assert check.status == "failed", check
     assert "ffn.w1.weight" in check.message, check.message
+
+
+def test_an_adapter_that_computes_the_output_itself_has_no_layer_to_inspect(tmp_path):
+    """An adapter that writes the computation itself instead of building the student's module gets its values
+    graded (they are the adapter's own code) but has no layer for the parameter checks, and is told to build
+    and call the layer, not that it built a library one."""
+    root = planted(tmp_path, "plain", "tests/adapters.py",
+                   '    norm = layers.RMSNorm(d_model, eps)\n    norm.load_state_dict({"g": weights})\n'
+                   '    return norm(in_features)\n',
+                   "    x = in_features.float()\n    rms = x.pow(2).mean(-1, keepdim=True).add(eps).rsqrt()\n"
+                   "    return (x * rms * weights).to(in_features.dtype)\n")
+    report = graded(root, ["rms_norm"], checks=["matches_reference", "parameters"], profile="quick")
+    checks = {c.id: c for c in report.challenges[0].checks}
+    assert checks["matches_reference"].status == "passed", checks["matches_reference"].message
+    assert checks["parameters"].status == "error", checks["parameters"]
+    message = checks["parameters"].message
+    assert "run_rmsnorm built no module of your package" in message and "must build your layer" in message, message
+    assert "computed in the adapter itself" in message, message

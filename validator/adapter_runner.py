@@ -827,8 +827,9 @@ def _module_results(result: dict, want: set, watch: Watch | None, module: nn.Mod
             raise StudentError("construct", {
                 "type": "TypeError", "mro": ["TypeError"],
                 "message": f"{variant['function']} built no module of your package (none of your nn.Module classes "
-                           "was constructed while it ran), so there is no layer to inspect: a library layer "
-                           "(torch.nn.Linear, torch.nn.Embedding...) built in the adapter is not yours"})
+                           "was constructed while it ran), so there is no layer to inspect: the adapter must build "
+                           "your layer and call it. Output computed in the adapter itself, or by a library layer "
+                           "(torch.nn.Linear, torch.nn.Embedding...) it builds, is not your layer"})
         return
     shapes = {k: tuple(v.shape) for k, v in state.items()}
     loaded = watch.loaded or {n: p.detach() for n, p in module.named_parameters(remove_duplicate=False)}

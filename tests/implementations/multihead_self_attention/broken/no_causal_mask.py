@@ -5,7 +5,8 @@ import math
 import torch
 from torch import nn
 
-MAY_FAIL = ["matches_reference", "with_rope", "default_positions", "gradient", "no_library_source", "causal", "large_scores"]
+MAY_FAIL = ["matches_reference", "with_rope", "default_positions", "gradient", "no_library_source", "causal",
+            "large_scores", "batched_positions", "causal_at_large_scores"]
 MESSAGES = {"causal": "changed the output at position"}
 
 

@@ -1,16 +1,13 @@
 """Handles (batch, seq, d_model) inputs only, as many real students' RMSNorms do (`b, s, d = x.shape`, an einops
-pattern 'batch sequence d_model'): the checks that draw other leading shapes fail, and no_leading_dims names it;
-the checks that probe how the layer is built (dtype, device, parameters) call it as callers mostly do, with
-(batch, seq, d_model) inputs, so the one bug is not charged again by each of them."""
+pattern 'batch sequence d_model', the shape CS336's handout gives forward): the ordinary checks pass
+(batch, seq, d_model) inputs, as the course's tests do, so the one bug costs the two checks that try other
+leading shapes and names it there, not every check that draws an input."""
 
 import torch
 from torch import nn
 
-MAY_FAIL = ["output_shape", "matches_reference", "no_leading_dims", "eps_inside_sqrt", "custom_eps",
-            "scale_invariance", "bf16_accuracy", "fp16_accuracy", "fp16_large_inputs", "gradients",
-            "forward_keeps_weights", "no_library_norm_runtime", "calls_in_sequence", "input_unchanged",
-            "input_views", "default_eps", "no_library_norm_source"]
-MESSAGES = {"no_leading_dims": "not enough values to unpack"}
+MAY_FAIL = ["no_leading_dims", "other_leading_dims"]
+MESSAGES = {"no_leading_dims": "not enough values to unpack", "other_leading_dims": "exactly two leading dims"}
 
 
 class RMSNorm(nn.Module):

@@ -498,3 +498,28 @@ def test_an_adapter_that_computes_the_output_itself_has_no_layer_to_inspect(tmp_
     message = checks["parameters"].message
     assert "run_rmsnorm built no module of your package" in message and "must build your layer" in message, message
     assert "computed in the adapter itself" in message, message
+
+
+def test_a_gain_the_adapter_stores_as_an_offset_is_not_read_under_another_name(tmp_path):
+    """A layer may hold its gain as an offset from 1 (``weight = 1 + g``, as some codebases do), loaded by the
+    adapter as ``weights - 1``: the test weights are then in no parameter. The grader matched the contract's
+    ``weight`` to ``g`` by its shape, handed the adapter its weights under the name ``g`` (a KeyError in the
+    worker: 0/34 for correct code). The adapter gets the contract's names; the checks that read the weights say
+    why they cannot, and every other check, the traced runs included, is graded."""
+    root = planted(tmp_path, "plain", "tests/adapters.py", 'norm.load_state_dict({"g": weights})',
+                   'norm.load_state_dict({"g": weights - 1})')
+    layer = root / "cs336_basics" / "layers.py"
+    text = layer.read_text()
+    for old, new in (("self.g = nn.Parameter(torch.ones(", "self.g = nn.Parameter(torch.zeros("),
+                     ("return (x / rms * self.g).to(in_dtype)", "return (x / rms * (1 + self.g)).to(in_dtype)")):
+        assert old in text
+        text = text.replace(old, new)
+    layer.write_text(text)
+    report = graded(root, ["rms_norm"], profile="quick")
+    checks = {c.id: c for c in report.challenges[0].checks if c.kind != "question"}
+    unreadable = {"parameters", "gradients", "forward_keeps_weights", "gain_starts_at_one"}
+    assert {i for i, c in checks.items() if c.status == "skipped"} == unreadable | (
+        {i.split("/")[1] for i in NOT_GRADED if i.startswith("rms_norm/")}), checks
+    assert all(c.status == "passed" for i, c in checks.items() if c.status != "skipped"), \
+        {i: c.message for i, c in checks.items() if c.status not in ("passed", "skipped")}
+    assert "'weight' that run_rmsnorm loads are not among the parameters" in checks["gradients"].message

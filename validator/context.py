@@ -112,6 +112,9 @@ class Context:
     param_problems: dict[str, str] = field(default_factory=dict)
     # Entries whose parameters tie in shape with nothing to tell them apart: no test weights can be loaded.
     ambiguous: set[str] = field(default_factory=set)
+    # entries reached through an adapter some of whose test weights are in no parameter of the layer it builds
+    # (stored changed, or not loaded): see weights_unreadable
+    unreadable: set[str] = field(default_factory=set)
     # The value and gradient checks of this challenge that failed so far (grade_challenge keeps it): a layer known
     # to compute wrong values, whose wrong measured run is that bug, not a sign of behaving differently when measured.
     wrong_values: list[str] = field(default_factory=list)
@@ -226,6 +229,7 @@ class Context:
         """The student's result for ``call``; a call that yields evidence (EVIDENCE_KEYS) must say so
         (``evidence=True``, which only validator.checks.evidence.measured passes: it grades the run's output)."""
         _refuse_ungraded_evidence([call], evidence)
+        self._refuse_unreadable_weights([call])
         timeout = self._timeout(timeout)
 
         def send() -> dict:
@@ -241,6 +245,7 @@ class Context:
 
     def student_many(self, calls: list[dict], timeout: float, doing: str = "running your code") -> list[dict]:
         _refuse_ungraded_evidence(calls, False)
+        self._refuse_unreadable_weights(calls)
 
         def send() -> dict:
             return self.worker.request({"op": "execute_many", "calls": [self.for_student(c) for c in calls]},
@@ -250,6 +255,19 @@ class Context:
         if not reply.get("ok"):
             raise CheckErrored(format_exception(reply, calls[0]["entry"]))
         return [self._rename_back(c, _raise_if_not_graded(r)) for c, r in zip(calls, reply["results"])]
+
+    def weights_unreadable(self, entry_name: str) -> bool:
+        """Whether the entry is reached through an adapter and the probe found some test weight in no parameter of
+        the layer it builds (stored changed, or not loaded: see grading._probe)."""
+        return entry_name in self.unreadable
+
+    def _refuse_unreadable_weights(self, calls: list[dict]) -> None:
+        """A check that reads the layer's weights (their values, gradients or sublayers) cannot be made where they
+        are unreadable (:meth:`weights_unreadable`); a measured run leaves them out (validator.checks.evidence)."""
+        for call in calls:
+            if self.weights_unreadable(call["entry"]) and (call.get("stand_ins") or {
+                    "params", "params_before", "params_after", "param_grads"} & set(call.get("want", ()))):
+                raise NotGraded(self.param_problems.get(call["entry"]) or "the test weights are not in the layer")
 
     def _param_map(self, call: dict) -> dict[str, str]:
         """Contract parameter name -> the student's, for this call.

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from validator import checks
 from validator.checks.common import (match_parameters, naming_advice, probe_case, probe_dims,
-                                     tied_parameters, unmatched_parameters)
+                                     tied_parameters, unlocated_weights, unmatched_parameters)
 from validator.context import (CheckErrored, CheckFailed, CheckSkipped, Context, GraderFailure, NotGraded,
                                ReferenceUnavailable, format_exception)
 from validator.questions import grade_question
@@ -93,10 +93,18 @@ def _probe(ctx: Context) -> str | None:
         expected = ctx.expected_parameters(entry, probe_dims(ctx))
         found = result["structure"]["parameters"]
         explicit = ctx.explicit_parameters(name)
-        mapping, _ = match_parameters(expected, found, explicit)
+        # through an adapter, a weight is known by where its values were found (validator.adapter_runner.locate),
+        # never by a shape: the adapter takes the contract's weights by the contract's names whatever the layer
+        # calls them, and a parameter that holds them transformed (an offset from 1) or not at all is not one
+        adapted = ctx.adapted(name)
+        mapping, _ = match_parameters(expected, found, explicit, by_shape=not adapted)
         ctx.param_maps[name] = mapping
         if mapping is None:
-            ctx.param_problems[name] = unmatched_parameters(expected, found, explicit, naming_advice(ctx, name))
+            if adapted and set(expected) - {p["name"] for p in found}:
+                ctx.unreadable.add(name)
+            ctx.param_problems[name] = (unlocated_weights(expected, found, ctx.target(name))
+                                        if name in ctx.unreadable else
+                                        unmatched_parameters(expected, found, explicit, naming_advice(ctx, name)))
             if ctx.target(name) is not None and tied_parameters(expected, found, explicit):
                 # in a package, loading test weights by the contract's names would silently skip them; the
                 # mapping's parameters table is the remedy (layers.py keeps its behaviour: rename them)

@@ -144,8 +144,10 @@ def _load_advice(ctx: Context, call: dict) -> str:
 
 
 def match_parameters(expected: dict[str, tuple[int, ...]], found: list[dict],
-                     explicit: dict[str, str] | None = None) -> tuple[dict[str, str] | None, list[str]]:
-    """Map expected names to the student's: as ``explicit`` says (a package's mapping), by name, then by a unique shape."""
+                     explicit: dict[str, str] | None = None, *, by_shape: bool = True
+                     ) -> tuple[dict[str, str] | None, list[str]]:
+    """Map expected names to the student's: as ``explicit`` says (a package's mapping), by name, then (``by_shape``)
+    by a unique shape."""
     by_name = {p["name"]: p for p in found}
     mapping: dict[str, str] = {}
     notes: list[str] = []
@@ -161,7 +163,7 @@ def match_parameters(expected: dict[str, tuple[int, ...]], found: list[dict],
     for name, shape in expected.items():
         if name in mapping:
             continue
-        candidates = _same_shape(name, shape, found, taken)
+        candidates = _same_shape(name, shape, found, taken) if by_shape else []
         if len(candidates) == 1:
             mapping[name] = candidates[0]
             taken.add(candidates[0])
@@ -169,6 +171,19 @@ def match_parameters(expected: dict[str, tuple[int, ...]], found: list[dict],
         else:
             return None, notes
     return mapping, notes
+
+
+def unlocated_weights(expected: dict[str, tuple[int, ...]], found: list[dict], target: Any) -> str:
+    """Why a layer reached through an adapter has no contract name for some weight: its values were found in no
+    parameter of the built layer (see validator.adapter_runner.locate)."""
+    names = {p["name"] for p in found}
+    lost = [n for n in expected if n not in names]
+    function = (target.adapter or {}).get("variants", [{}])[0].get("function", "the adapter") \
+        if target is not None else "the adapter"
+    shapes = ", ".join(f"{p['name']} {tuple(p['shape'])}" for p in found if p["name"] not in expected) or "none"
+    return (f"the test weights {', '.join(repr(n) for n in lost)} that {function} loads are not among the parameters "
+            f"of the layer it builds (others: {shapes}): a weight the adapter stores changed (an offset from 1, a "
+            "scaled or recomputed copy) or does not load at all cannot be read through it")
 
 
 def unmatched_parameters(expected: dict[str, tuple[int, ...]], found: list[dict], explicit: dict[str, str] | None,

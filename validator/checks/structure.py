@@ -8,8 +8,9 @@ from pydantic import model_validator
 
 from validator.checks import Params, register
 from validator.checks.common import (CheckFailed, entry_of, match_parameters, probe_case, probe_dims,
-                                     naming_advice, raise_if_failed, run_student, unmatched_parameters)
-from validator.context import Context, format_exception
+                                     naming_advice, raise_if_failed, run_student, unlocated_weights,
+                                     unmatched_parameters)
+from validator.context import Context, NotGraded, format_exception
 from validator.spec.schema import CheckSpec
 
 _KIND_WORDS = {"module": "an nn.Module subclass", "function": "a plain function",
@@ -105,7 +106,9 @@ def parameters(ctx: Context, check: CheckSpec, p: ParametersParams) -> str:
     stray = {s["name"]: s for s in structure["stray_tensors"]}
     buffers = {b["name"]: b for b in structure["buffers"]}
     explicit = ctx.explicit_parameters(name)
-    mapping, _ = match_parameters(expected, found, explicit)
+    mapping, _ = match_parameters(expected, found, explicit, by_shape=not ctx.adapted(name))
+    if mapping is None and ctx.adapted(name) and set(expected) - set(by_name):
+        raise NotGraded(unlocated_weights(expected, found, ctx.target(name)))  # stored changed, or not loaded
     in_place = ctx.target(name) is not None  # a package names its parameters as it likes; the mapping or shapes match them
     if in_place and mapping is None:
         raise CheckFailed(f"{built}: " + unmatched_parameters(expected, found, explicit,

@@ -734,6 +734,31 @@ def test_a_name_an_installed_module_lacks_becomes_a_placeholder(staged):
     assert "ALSO_NOT_IN_TORCH" not in notes
 
 
+def test_a_typing_name_of_a_later_python_is_typing_extensions_backport(staged):
+    """``from typing import override`` (Python 3.12; a real repository decorated every forward with it) made the
+    whole repository fail to import on the grader's Python 3.11: typing_extensions' backport, which torch itself
+    requires, stands in for it and works as the decorator does, and a note says so."""
+    import typing
+
+    import typing_extensions
+
+    if hasattr(typing, "override"):
+        pytest.skip("this Python's typing has override")
+    root = Path(staged.root)
+    (root / "cs336_basics" / "overrides.py").write_text(
+        "from typing import Union, override\n"
+        "import torch\n"
+        "class Layer(torch.nn.Module):\n"
+        "    @override\n"
+        "    def forward(self, x: Union[int, float]):\n        return x + 1\n")
+    module = staged.import_module("cs336_basics.overrides")
+    assert module.override is typing_extensions.override and module.Layer()(1) == 2
+    assert module.Layer.forward.__override__ is True
+    notes = " ".join(staged.notes())
+    assert "has no typing.override: typing_extensions' backport of each was used" in notes, notes
+    assert "typing has no override" not in notes  # not a placeholder's note
+
+
 def test_placeholders_are_harmless_classes(staged):
     from validator.worker.imports import MissingModule
 

@@ -18,7 +18,9 @@ from Python's in three ways only:
   any real use (a call, instantiation, iteration, arithmetic, ``with``) raises
   ``ModuleNotFoundError`` naming the module and where it was imported. A name that an
   installed module lacks (``from torch.serialization import FILE_LIKE``, gone from the
-  grader's newer torch) gets a placeholder the same way, named as that module's.
+  grader's newer torch) gets a placeholder the same way, named as that module's; one that
+  ``typing`` gains in a later Python (``from typing import override``) gets typing_extensions'
+  backport instead, which works.
 
 A placeholder is only ever given to the student's own modules, and only for a top-level
 module that really cannot be found: the real import runs first, so an installed module
@@ -71,6 +73,7 @@ class StagedPackage:
         self.own = self._top_level_names()
         self.missing: dict[str, list[tuple[str, int]]] = {}  # placeholder module -> where imported: (file, line)
         self.missing_names: dict[str, list[tuple[str, int]]] = {}  # "module.name" an installed module lacks -> where
+        self.backported: set[str] = set()  # "typing.name"s this Python lacks, taken from typing_extensions
         self._modules: dict[tuple[str, str], MissingModule] = {}  # (importing file, module) -> its placeholder
         self._guards: dict[str, list[tuple[int, int]]] = {}
         self._real_import = builtins.__import__
@@ -197,6 +200,11 @@ class StagedPackage:
         where = (self.relative(frame.f_code.co_filename), frame.f_lineno)
         placeholders = {}
         for attr in lacking:
+            backport = _backport(name, attr)
+            if backport is not None:  # typing.override on a Python older than the course's: the real thing
+                placeholders[attr] = backport
+                self.backported.add(f"{name}.{attr}")
+                continue
             seen = self.missing_names.setdefault(f"{name}.{attr}", [])
             if where not in seen and len(seen) < MAX_WHERE:
                 seen.append(where)
@@ -254,6 +262,9 @@ class StagedPackage:
         if len(self.missing) > MAX_NOTED:
             out.append(f"{len(self.missing) - MAX_NOTED} more modules the grader's environment lacks were "
                        "replaced by placeholders")
+        if self.backported:
+            out.append(f"this Python ({sys.version.split()[0]}) has no {', '.join(sorted(self.backported))}: "
+                       "typing_extensions' backport of each was used, which behaves the same")
         for dotted, where in sorted(self.missing_names.items())[:MAX_NOTED]:
             said = ", ".join(f"{f} line {n}" for f, n in where)
             module, _, attr = dotted.rpartition(".")
@@ -302,6 +313,17 @@ def _unavailable(label: str, module: str, where: str, doing: str, what: str | No
     return ModuleNotFoundError(
         f"{doing} {label}: the grader's environment does not have {lacks} (imported in {where}), "
         f"so code that uses it cannot run here; the graded code must not need {what or module}", name=module)
+
+
+def _backport(module: str, name: str) -> Any:
+    """``typing_extensions.name`` for a name that ``typing`` gains in a later Python (``override``, 3.12), else None."""
+    if module != "typing":
+        return None
+    try:
+        import typing_extensions
+    except ImportError:
+        return None
+    return getattr(typing_extensions, name, None)
 
 
 def _version_of(module: str) -> str:

@@ -698,6 +698,9 @@ def test_an_honest_layer_with_the_usual_imports_is_clean():
     ("os.environ", True), ("numpy.typing.NDArray", True), ("collections.abc.Sequence", True),
     ("importlib.metadata.version", True), ("einops.layers.torch.Rearrange", True), ("pydantic.Field", True),
     ("pydantic.BaseModel", True), ("pydantic.ImportString", False),
+    # a logger module of a real repository: rich's handler, an omegaconf config (a review flag in 8 challenges)
+    ("rich.logging.RichHandler", True), ("omegaconf.DictConfig", True), ("tqdm.tqdm", True),
+    ("hydra.utils.instantiate", False), ("transformers.models.llama.modeling_llama.LlamaRMSNorm", False),
     ("os.system", False), ("os.path.os.system", False), ("torch.nn.functional.torch.hub.load", False),
     ("torch.hub.load", False), ("torch._VF.embedding", False), ("torch.nn.functional._canonical_mask", False),
     ("torch.load", False), ("torch.compile", False), ("torch.utils.cpp_extension.load_inline", False),

@@ -127,8 +127,9 @@ DEFAULT_ALLOWED: tuple[str, ...] = (
     # the array, shape and typing libraries of the course (CS336 declares them)
     "numpy", "numpy.typing", "numpy.random", "numpy.linalg", "einops", "einops.layers.torch", "einx", "jaxtyping",
     "beartype", "typeguard", "regex",
-    # configuration classes (a model's config as a pydantic model: BaseModel, Field)
-    "pydantic",
+    # configuration classes (a model's config as a pydantic model: BaseModel, Field), and the logging, progress and
+    # configuration tools a package's helpers use (a logger module with rich's handler reading an omegaconf config)
+    "pydantic", "rich.*", "omegaconf.*", "tqdm.*",
     # the standard library's maths, data, typing and text modules
     "__future__", "math", "cmath", "numbers", "random", "statistics", "fractions", "decimal", "typing",
     "typing_extensions", "types.SimpleNamespace", "abc", "enum", "dataclasses", "collections", "collections.abc",

@@ -523,3 +523,18 @@ def test_a_gain_the_adapter_stores_as_an_offset_is_not_read_under_another_name(t
     assert all(c.status == "passed" for i, c in checks.items() if c.status != "skipped"), \
         {i: c.message for i, c in checks.items() if c.status not in ("passed", "skipped")}
     assert "'weight' that run_rmsnorm loads are not among the parameters" in checks["gradients"].message
+
+
+def test_a_parameter_hard_coded_in_float32_costs_the_dtype_checks_not_the_float64_gradient_checks(tmp_path):
+    """A constructor that makes its weight in float32 whatever it is asked (a real repository's, with an adapter that
+    loads the weights with load_state_dict, which keeps the parameter's dtype) fails the default-dtype check. Through
+    the layer's own file the grader converts the built parameters to the call's dtype before loading the test weights
+    (runner._parameters_to), so the float64 gradient checks judge the gradients; through an adapter it did not, and
+    each of them failed again on 'double != float'."""
+    root = planted(tmp_path, "plain", "cs336_basics/layers.py",
+                   "torch.empty(out_features, in_features, device=device, dtype=dtype)",
+                   "torch.empty(out_features, in_features, device=device, dtype=torch.float32)")
+    report = graded(root, ["linear"], checks=["gradients", "default_dtype", "matches_reference"], profile="quick")
+    got = verdicts(report)
+    assert got == {"linear/gradients": "passed", "linear/default_dtype": "failed",
+                   "linear/matches_reference": "passed"}, report.challenges[0].checks

@@ -48,6 +48,7 @@ from torch import nn
 
 from validator import runner
 from validator.runner import StudentError
+from validator.worker.protocol import dtype_from_name
 
 NOT_GRADED = "not_graded"  # the stage of a reply that says: this call cannot be made through the adapter
 
@@ -187,8 +188,9 @@ class Watch:
     def __init__(self, *, inject: dict, construct_only: bool, train: bool | None, device: str | None,
                  recorder: Any = None, test_weights: list | None = None, strip: bool = True,
                  stand_ins: "StandIns | None" = None, leave_dtype: bool = False, judges_default: bool = False,
-                 needs_grad: bool = False):
+                 needs_grad: bool = False, param_dtype: torch.dtype | None = None):
         self.inject_kwargs = inject
+        self.param_dtype = param_dtype  # every floating parameter built is converted to it, as runner._construct does
         self.leave_dtype = leave_dtype  # the check passes no dtype=: neither does the module's build
         self.dtype_required = False  # ... but the outermost constructor has no default for it
         self.judges_default = judges_default  # the default-dtype check: even the default dtype is left out
@@ -287,10 +289,16 @@ class Watch:
         return (tuple(bound.args[1:]), dict(bound.kwargs)) if changed else (args, kwargs)
 
     def built(self, module: nn.Module) -> None:
+        """An outermost constructor returned: what it made is recorded as made (the dtype and init checks read it),
+        then, for a check that is not about dtype (``param_dtype``), its parameters are converted to the call's
+        dtype before the adapter loads the test weights into them: a float32 parameter hard-coded in the
+        constructor costs the dtype checks, not also every float64 gradient check (see runner._parameters_to)."""
         self.built_modules.append(module)
         self.at_build[id(module)] = {
             "structure": runner.describe_structure(module),
             "params": {n: p.detach().clone() for n, p in module.named_parameters(remove_duplicate=False)}}
+        if self.param_dtype is not None:
+            runner._parameters_to(module, self.param_dtype)
 
     def forward_starts(self, module: nn.Module) -> None:
         if self.top is None:
@@ -706,6 +714,7 @@ def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None)
                               leave_dtype="dtype" not in inject,
                               judges_default=bool(call.get("default_dtype")) and not call.get("param_dtype"),
                               needs_grad=grad_output is not None and not call.get("inference"),
+                              param_dtype=dtype_from_name(call["param_dtype"]) if call.get("param_dtype") else None,
                               stand_ins=StandIns(call["stand_ins"], state) if call.get("stand_ins") else None)
                 with _watching(watch), (torch.no_grad() if call.get("inference") else contextlib.nullcontext()):
                     try:

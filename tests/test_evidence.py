@@ -39,7 +39,7 @@ def ctx(monkeypatch):
     def make(layer):
         return SimpleNamespace(challenge=SimpleNamespace(tolerance="exact"), check_seed=lambda check_id: 5,
                                student=layer.student, reference_call=lambda call: {"ok": True, "output": RIGHT},
-                               weights_unreadable=lambda entry: False)
+                               weights_unreadable=lambda entry: False, backward_known_broken=lambda: False)
     return make
 
 

@@ -256,6 +256,13 @@ class Context:
             raise CheckErrored(format_exception(reply, calls[0]["entry"]))
         return [self._rename_back(c, _raise_if_not_graded(r)) for c, r in zip(calls, reply["results"])]
 
+    def backward_known_broken(self) -> bool:
+        """Whether a gradient check of this challenge already failed or raised: a later check that runs backward
+        only on the way to what it judges (how the layer computes, state across calls) leaves it out, so that
+        the one bug costs the gradient check that names it (see grade_challenge's ``wrong_values``)."""
+        kinds = {c.id: c.kind for c in self.challenge.checks} if self.challenge is not None else {}
+        return any(kinds.get(c) == "gradient" for c in self.wrong_values)
+
     def weights_unreadable(self, entry_name: str) -> bool:
         """Whether the entry is reached through an adapter and the probe found some test weight in no parameter of
         the layer it builds (stored changed, or not loaded: see grading._probe)."""

@@ -271,7 +271,7 @@ def grade_challenge(challenge: Challenge, *, run: Run, worker: Worker, ref: Refe
             if ctx.rehearsal is not None:
                 ctx.rehearsal.at_check(check.id)
             cr = run_check(ctx, check, run.student_arg)
-            if cr.kind in VALUE_KINDS and cr.status == "failed":
+            if cr.kind in VALUE_KINDS and cr.status in ("failed", "error"):  # wrong, or raises (evidence.py)
                 ctx.wrong_values.append(cr.id)
         done[check.id] = cr
         result.checks.append(cr)

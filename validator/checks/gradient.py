@@ -47,7 +47,11 @@ class ZeroGradientParams(CaseParams):
 
 
 class GradientParams(ZeroGradientParams, PrecisionParams):
-    """A gradient compared with the reference's; ``precision`` as for values (see PrecisionParams)."""
+    """A gradient compared with the reference's; ``precision`` as for values (see PrecisionParams). ``runs_only``:
+    only that backward runs and gives every weight and input a finite gradient of its shape (a float32 backward
+    that breaks where float64 does not), the values being another gradient check's to judge."""
+
+    runs_only: bool = False
 
 
 def _grad_call(ctx: Context, check: CheckSpec, p: ZeroGradientParams, case):
@@ -160,11 +164,34 @@ def gradient(ctx: Context, check: CheckSpec, p: GradientParams) -> str:
         call = _grad_call(ctx, check, p, case)
         expected = ctx.reference_call(call)
         noise = precision_noise(ctx, call, expected, p.precision, _grads) if p.precision else 0.0
-        got = run_student(ctx, check, call)
+        got = run_student(ctx, check, call, "running your forward and backward")
+        if p.runs_only:
+            _grads_exist(ctx, call, got, expected)
+            return
         _compare_grads(ctx, call, got, expected, exclude_rows=p.exclude_rows,
                        precision=(p.precision, p.precision_margin) if p.precision else None, noise=noise)
     runs = for_cases(ctx, check, p, body)
+    if p.runs_only:
+        return f"{runs} generated inputs: backward ran, every gradient finite and of its shape"
     return f"{runs} generated inputs, random upstream gradients"
+
+
+def _grads_exist(ctx: Context, call: dict, got: dict, expected: dict) -> None:
+    """Every gradient the reference has, the student's run has too: present, of the same shape, finite."""
+    entry = ctx.challenge.entries[call["entry"]]
+    if not got.get("output_requires_grad"):
+        raise CheckFailed("the output does not require grad: " + NOT_CONNECTED.format(what="the weights and x"))
+    named = list((expected.get("param_grads") or {}).items())
+    named += [(entry.call[i], ref) for i, ref in enumerate(expected.get("input_grads") or []) if ref is not None]
+    theirs = {**dict(zip(entry.call, got.get("input_grads") or [])), **(got.get("param_grads") or {})}
+    for what, ref in named:
+        grad = theirs.get(what)
+        if grad is None:
+            raise CheckFailed(f"{what}.grad is None after backward: " + NOT_CONNECTED.format(what=what))
+        if tuple(grad.shape) != tuple(ref.shape):
+            raise CheckFailed(f"{what}.grad has shape {tuple(grad.shape)}, expected {tuple(ref.shape)}")
+        if grad.is_floating_point() and not bool(torch.isfinite(grad).all()):
+            raise CheckFailed(f"{what}.grad holds inf or NaN after a float32 backward on ordinary inputs")
 
 
 @register("untouched_rows_zero", ZeroGradientParams)

@@ -108,8 +108,11 @@ def measured(ctx: Context, check: CheckSpec, call: dict, doing: str = "running y
     graded = plain(call)
     sent = {k: v for k, v in call.items() if not k.startswith("_")}
     sent["want"] = run_wants(call)
-    if ctx.weights_unreadable(call["entry"]):  # through an adapter that stores them changed: output and x.grad only
-        graded["want"] = [w for w in graded["want"] if w != "param_grads"]
+    # what the comparison leaves out (the reference is still asked for the call as graded, which a handout's
+    # recorded reference holds): weights an adapter stores changed; a backward a gradient check already charged
+    unjudged: set[str] = set()
+    if ctx.weights_unreadable(call["entry"]):
+        unjudged.add("param_grads")
         sent["want"] = [w for w in sent["want"] if w != "param_grads"]
     runs = getattr(ctx, "measured_runs", None) if shared else None
     key = call_key(sent) if runs is not None else None
@@ -117,12 +120,16 @@ def measured(ctx: Context, check: CheckSpec, call: dict, doing: str = "running y
         return runs[key]
     reply = ctx.student(sent, check.timeout, doing, evidence=True)
     if _backward_known_broken(ctx, sent, reply):  # judge the forward's evidence: its backward is a gradient check's
-        call = dict(call, grad_output=None)
-        graded, sent = plain(call), dict(sent, grad_output=None, want=run_wants(call))
+        unjudged |= {"param_grads", "input_grads"}
+        sent = dict(sent, grad_output=None, want=run_wants(dict(call, grad_output=None)))
         reply = ctx.student(sent, check.timeout, doing, evidence=True)
     result = raise_if_failed(ctx, sent, reply)
     raise_if_tampered(result, doing)
-    wrong = differences(ctx, result, reference if reference is not None else ctx.reference_call(graded))
+    expected = reference if reference is not None else ctx.reference_call(graded)
+    wrong = differences(ctx, result, {k: v for k, v in expected.items() if k not in unjudged})
+    if unjudged:  # a confirmation run asks for no more than the measured run could show
+        graded = dict(graded, want=[w for w in graded["want"] if w not in unjudged],
+                      grad_output=None if "input_grads" in unjudged else graded.get("grad_output"))
     if wrong and not getattr(ctx, "wrong_values", None) and not _wrong_unmeasured(ctx, check, graded):
         dims = ", ".join(f"{k}={v}" for k, v in (call.get("_dims") or {}).items() if isinstance(v, int))
         raise ReviewFailure(

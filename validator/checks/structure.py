@@ -8,8 +8,7 @@ from pydantic import model_validator
 
 from validator.checks import Params, register
 from validator.checks.common import (CheckFailed, entry_of, match_parameters, probe_case, probe_dims,
-                                     naming_advice, raise_if_failed, run_student, unlocated_weights,
-                                     unmatched_parameters)
+                                     naming_advice, raise_if_failed, run_student, unmatched_parameters)
 from validator.context import Context, NotGraded, format_exception
 from validator.spec.schema import CheckSpec
 
@@ -106,9 +105,9 @@ def parameters(ctx: Context, check: CheckSpec, p: ParametersParams) -> str:
     stray = {s["name"]: s for s in structure["stray_tensors"]}
     buffers = {b["name"]: b for b in structure["buffers"]}
     explicit = ctx.explicit_parameters(name)
+    if ctx.weights_unreadable(name):  # through an adapter that stores a weight changed, or does not load it
+        raise NotGraded(ctx.param_problems[name])
     mapping, _ = match_parameters(expected, found, explicit, by_shape=not ctx.adapted(name))
-    if mapping is None and ctx.adapted(name) and set(expected) - set(by_name):
-        raise NotGraded(unlocated_weights(expected, found, ctx.target(name)))  # stored changed, or not loaded
     in_place = ctx.target(name) is not None  # a package names its parameters as it likes; the mapping or shapes match them
     if in_place and mapping is None:
         raise CheckFailed(f"{built}: " + unmatched_parameters(expected, found, explicit,

@@ -1,14 +1,12 @@
-"""Forward assumes (batch, seq_len) IDs: `weight[ids.view(-1)].view(ids.shape[0], ids.shape[1], -1)` fails for any other rank."""
+"""Forward assumes (batch, seq_len) IDs, as real students' lookups do (`b, s = token_ids.shape`, then a view to
+(b, s, d)): it fails for any other rank. The ordinary checks pass (batch, seq_len) IDs, as the course's tests do,
+so the one bug costs the checks that try other shapes and names it there, not every check that draws IDs."""
 
 import torch
 from torch import nn
 
-# ids_unchanged: where none of its draws is 2-D (batch grading, seed 11), every call fails and nothing was
-# observed, so the check errors with that failure rather than credit what it never saw
-MAY_FAIL = ["boundary_ids", "forward_keeps_weights", "gradcheck", "ids_unchanged", "int32_ids", "matches_reference",
-            "memory_independent_of_vocab", "no_library_embedding_runtime", "no_library_embedding_source",
-            "output_shape", "repeated_ids_accumulate", "scalar_id", "untouched_rows_zero", "weight_gradient",
-            "zero_size_ids"]
+MAY_FAIL = ["output_shape", "scalar_id"]
+MESSAGES = {"output_shape": "exactly two dims"}
 
 
 class Embedding(nn.Module):
@@ -22,4 +20,4 @@ class Embedding(nn.Module):
         if ((token_ids < 0) | (token_ids >= self.num_embeddings)).any():
             raise IndexError(f"token ids must lie in [0, {self.num_embeddings})")
         batch_size, seq_len = token_ids.shape[0], token_ids.shape[1]
-        return self.weight[token_ids.reshape(-1)].view(batch_size, seq_len, -1)
+        return self.weight[token_ids.reshape(-1)].view(batch_size, seq_len, self.weight.shape[1])

@@ -5,7 +5,7 @@ import math
 import torch
 from torch import nn
 
-MAY_FAIL = ["with_rope", "default_positions", "gradient", "batched_positions", "unbatched_positions"]
+MAY_FAIL = ["with_rope", "default_positions", "gradient", "batched_positions", "unbatched_positions", "other_leading_dims"]
 MESSAGES = {"with_rope": "to queries and keys only"}
 
 

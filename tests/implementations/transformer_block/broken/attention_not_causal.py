@@ -5,7 +5,7 @@ import math
 import torch
 from torch import nn
 
-MAY_FAIL = ["matches_reference", "tiny_activations", "gradient", "no_library_source", "causal"]
+MAY_FAIL = ["matches_reference", "tiny_activations", "gradient", "no_library_source", "causal", "other_leading_dims"]
 
 
 

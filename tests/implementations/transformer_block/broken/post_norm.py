@@ -7,7 +7,7 @@ from torch import nn
 
 # float16_residual_stream: attention on the unnormalised residual stream overflows in float16 (NaN)
 MAY_FAIL = ["wiring", "wiring_gradient", "matches_reference", "tiny_activations", "gradient", "no_library_source",
-            "float16_residual_stream"]
+            "float16_residual_stream", "other_leading_dims"]
 MESSAGES = {"wiring": "pre-norm"}
 
 

@@ -5,7 +5,7 @@ import math
 import torch
 from torch import nn
 
-MAY_FAIL = ["wiring", "wiring_gradient", "matches_reference", "tiny_activations", "gradient", "no_library_source"]
+MAY_FAIL = ["wiring", "wiring_gradient", "matches_reference", "tiny_activations", "gradient", "no_library_source", "other_leading_dims"]
 
 
 

@@ -5,7 +5,7 @@ import math
 import torch
 from torch import nn
 
-MAY_FAIL = ["matches_reference", "tiny_activations", "gradient", "no_library_source"]
+MAY_FAIL = ["matches_reference", "tiny_activations", "gradient", "no_library_source", "other_leading_dims"]
 MESSAGES = {"matches_reference": "grade rms_norm"}
 
 

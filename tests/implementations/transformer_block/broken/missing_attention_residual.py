@@ -5,7 +5,12 @@ import math
 import torch
 from torch import nn
 
-MAY_FAIL = ["wiring", "wiring_gradient", "matches_reference", "tiny_activations", "gradient", "no_library_source", "other_leading_dims"]
+# float16_residual_stream compares the block with itself in float32, with a tolerance sized for a residual stream
+# of ~1000 (spacing 0.5-1): without that residual the outputs are a few units, where float16 attention on
+# rounded scores moved one by 1.7 on seeds 1 and 7 of 1-8 (quick), beyond atol 1. Another function, not a
+# false verdict on correct code: the four correct blocks passed it on seeds 1-12.
+MAY_FAIL = ["wiring", "wiring_gradient", "matches_reference", "tiny_activations", "gradient", "no_library_source",
+            "other_leading_dims", "float16_residual_stream"]
 
 
 

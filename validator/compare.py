@@ -212,11 +212,15 @@ def rounding_mismatch(actual: object, expected: torch.Tensor, *, ulps: int = 1, 
     eps_text = f"eps 2^{int(round(math.log2(info.eps)))} = {info.eps:.3g}"
     got, want = a.reshape(-1)[flat].item(), e.reshape(-1)[flat].item()
     worst = f"worst at index {index}: got {got:.6g}, expected {want:.6g}"
+    several = (f"rounding at several steps, i.e. some of the computation ran in {dtype}: all of it, or a step after "
+               f"an early cast back (a gain or scale applied to the {dtype} result); compute every step in float32 "
+               f"and cast once, at the end")
     if int(far.sum()):
         return (f"{what}: {int(far.sum())} of {n} elements are more than {ulps} ulp of {dtype} ({eps_text} relative) "
                 f"away from the reference evaluated on the same {dtype} inputs; {worst} "
-                f"({ulp_err.reshape(-1)[flat].item():.3g} ulp)")
+                f"({ulp_err.reshape(-1)[flat].item():.3g} ulp). A float32 computation rounded once to {dtype} is "
+                f"within {ulps} ulp everywhere: more means {several}")
     return (f"{what}: {differ} of {n} elements ({100.0 * differ / n:.3g}%) differ from the reference evaluated on "
             f"the same {dtype} inputs, by one ulp of {dtype} ({eps_text} relative); {worst}. A float32 computation "
             f"rounded once to {dtype} differs in at most {allowed} of them ({fraction:.0%}): many one-ulp errors mean "
-            f"rounding at several steps, i.e. the computation ran in {dtype} itself")
+            f"{several}")

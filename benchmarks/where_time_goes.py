@@ -213,7 +213,7 @@ def render(m: dict) -> str:
              f"  wall {m['wall']:.2f} s; grader CPU {m['grader']:.2f} s; worker CPU {worker}",
              f"  {calls:.0f} calls of the student's code, {traced:.0f} of them traced, in {trips:.0f} requests to the worker",
              *([f"  floor: the last submission's {m['floor'][0]} calls run again in one warm process (no grader, worker "
-                f"or wire): {m['floor'][1]:.2f} CPU s; graded, a submission cost "
+                f"or wire): {m['floor'][1]:.3f} CPU s; graded, a submission cost "
                 f"{(m['grader'] + m['worker_user'] + m['worker_sys']) / m['floor'][1]:.1f}x that"] if m.get("floor") else []),
              "", f"{'test':28s} {'checks':>6s} {'wall s':>7s} {'share':>6s} {'grader s':>8s} {'calls':>6s} {'traced':>6s}"]
     for test, (n, wall, cpu, c, t, _) in rows:

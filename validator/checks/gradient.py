@@ -11,7 +11,7 @@ lower precision anyway (a hard-coded float32) is compared at that precision.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from pydantic import model_validator
@@ -100,13 +100,7 @@ def _compare_grads(ctx: Context, call: dict, got: dict, expected: dict, exact_ze
     """``precision``: (dtype, margin) of a check whose contract lets the layer compute in that dtype, and
     ``noise`` the relative error the reference computed in it shows on this case (see PrecisionParams)."""
     entry = ctx.challenge.entries[call["entry"]]
-    pairs = []
-    for pname, ref in (expected.get("param_grads") or {}).items():
-        pairs.append((f"{pname}.grad", pname, ref, (got.get("param_grads") or {}).get(pname)))
-    for i, ref in enumerate(expected.get("input_grads") or []):
-        if ref is not None:
-            arg = entry.call[i]
-            pairs.append((f"{arg}.grad", arg, ref, (got.get("input_grads") or [None] * (i + 1))[i]))
+    pairs = _grad_pairs(ctx, call, got, expected)
     registered = got.get("param_grads")
     for pname in expected.get("param_grads") or {}:
         if isinstance(registered, dict) and pname not in registered:
@@ -176,16 +170,24 @@ def gradient(ctx: Context, check: CheckSpec, p: GradientParams) -> str:
     return f"{runs} generated inputs, random upstream gradients"
 
 
+def _grad_pairs(ctx: Context, call: dict, got: dict, expected: dict) -> list[tuple[str, str, Any, Any]]:
+    """(label, name, the reference's gradient, the student's or None) for every gradient the reference has: each
+    parameter's by name, each input's by its position in the entry's call."""
+    entry = ctx.challenge.entries[call["entry"]]
+    theirs = got.get("param_grads") or {}
+    pairs = [(f"{name}.grad", name, ref, theirs.get(name)) for name, ref in (expected.get("param_grads") or {}).items()]
+    inputs = got.get("input_grads") or []
+    for i, ref in enumerate(expected.get("input_grads") or []):
+        if ref is not None:
+            pairs.append((f"{entry.call[i]}.grad", entry.call[i], ref, inputs[i] if i < len(inputs) else None))
+    return pairs
+
+
 def _grads_exist(ctx: Context, call: dict, got: dict, expected: dict) -> None:
     """Every gradient the reference has, the student's run has too: present, of the same shape, finite."""
-    entry = ctx.challenge.entries[call["entry"]]
     if not got.get("output_requires_grad"):
         raise CheckFailed("the output does not require grad: " + NOT_CONNECTED.format(what="the weights and x"))
-    named = list((expected.get("param_grads") or {}).items())
-    named += [(entry.call[i], ref) for i, ref in enumerate(expected.get("input_grads") or []) if ref is not None]
-    theirs = {**dict(zip(entry.call, got.get("input_grads") or [])), **(got.get("param_grads") or {})}
-    for what, ref in named:
-        grad = theirs.get(what)
+    for _, what, ref, grad in _grad_pairs(ctx, call, got, expected):
         if grad is None:
             raise CheckFailed(f"{what}.grad is None after backward: " + NOT_CONNECTED.format(what=what))
         if tuple(grad.shape) != tuple(ref.shape):

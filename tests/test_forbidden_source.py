@@ -85,6 +85,12 @@ def test_a_sampler_beside_the_layer_is_not_the_layers_code():
     costs, advice = _judged(decorated, ["softmax"])
     assert costs == [] and _line(decorated, "_sm = torch.softmax") in advice
 
+    # a bare name under its import (a package __init__ quieting a linter) reads the name and runs nothing: a tokenizer
+    # class named so is not the layer's code, nor are its methods that torch would call on a module (`train`)
+    package_init = LAYER_AND_SAMPLER + "\n    Decoder\n    sample\n"
+    costs, advice = _judged(package_init, ["softmax"])
+    assert costs == [] and advice == [_line(LAYER_AND_SAMPLER, "torch.softmax("), _line(LAYER_AND_SAMPLER, "F.softmax(")]
+
 
 REACHED = [
     ("helper_function", """\

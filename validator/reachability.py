@@ -201,6 +201,8 @@ def _index(source: Source) -> _Module:
                     visit(handler.body)
             elif isinstance(node, ast.Expr) and i == 0 and isinstance(node.value, ast.Constant):
                 continue  # the docstring
+            elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Name):
+                continue  # a bare name (`Tokenizer` under its import, to quiet a linter): reading it runs nothing
             else:
                 mod.effects.append(node)
 

@@ -1,7 +1,7 @@
 """Rotates the first half against the second half (x[i], x[i + d_k/2]): the GPT-NeoX layout, not this contract's adjacent pairs."""
 
 MAY_FAIL = ["matches_reference", "other_theta", "batched_positions", "long_table", "bf16_values", "gradient",
-            "integrity", "pair_norms_preserved"]
+            "integrity", "pair_norms_preserved", "other_leading_dims"]
 MESSAGES = {"pair_norms_preserved": "adjacent pair"}
 
 import torch

@@ -52,6 +52,10 @@ def test_inverse_cdf_sampler_passes(seed):
     ("zeros", lambda g: torch.zeros(512, 512), "std"),
     ("shifted", lambda g: torch.nn.init.trunc_normal_(torch.empty(512, 512), mean=0.05, a=-2.95, b=3.05), "mean"),
     ("uninitialised", lambda g: torch.full((512, 512), float("nan")), "NaN"),
+    # torch.empty's leftover memory, finite (a real student's SwiGLU weights: "min -8.571e+15"): said as such, not
+    # as tails left untruncated
+    ("uninitialised, finite", lambda g: torch.zeros(512, 512).index_fill_(1, torch.arange(0, 512, 7), -8.571e15),
+     "looks uninitialised"),
 ])
 def test_wrong_initialisations_are_named(name, make, needle):
     g = torch.Generator().manual_seed(0)

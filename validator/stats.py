@@ -202,6 +202,12 @@ def distribution_problems(sample: "torch.Tensor | Sample", dist: Distribution,
             problems.append(f"{bad} of {n} values differ from {dist.value:g}")
         return problems, facts
 
+    largest = max(abs(float(s.sorted[0])), abs(float(s.sorted[-1])))
+    if sigma > 0 and largest > 1e4 * (abs(mu) + sigma):  # no sampler's tail: memory never written (or a unit slip)
+        return [f"values as large as {largest:.4g} where the distribution's standard deviation is {sigma:.3g}: the "
+                "tensor looks uninitialised (torch.empty keeps whatever its memory held); initialise it in place, "
+                "as the contract says"], facts
+
     lo, hi = dist.support()
     slack = _bound_slack(lo, hi)
     below, above = s.count_below(lo - slack), s.count_above(hi + slack)

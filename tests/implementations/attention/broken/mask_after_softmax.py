@@ -1,6 +1,6 @@
 """Zeroes the masked weights after the softmax: the remaining weights no longer sum to one."""
 
-MAY_FAIL = ["matches_reference", "mask_broadcast", "causal_mask", "gradient", "no_library_softmax_source", "causal"]
+MAY_FAIL = ["matches_reference", "mask_broadcast", "causal_mask", "gradient", "no_library_softmax_source", "causal", "other_leading_dims"]
 
 import math
 

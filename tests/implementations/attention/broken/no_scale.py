@@ -1,6 +1,6 @@
 """Forgets the 1/sqrt(d_k) scale."""
 
-MAY_FAIL = ["matches_reference", "mask_broadcast", "causal_mask", "gradient", "no_library_softmax_source", "no_mask", "large_scores"]
+MAY_FAIL = ["matches_reference", "mask_broadcast", "causal_mask", "gradient", "no_library_softmax_source", "no_mask", "large_scores", "other_leading_dims"]
 
 import math
 

@@ -1,6 +1,6 @@
 """Normalises over the queries (dim=-2) instead of over the keys."""
 
-MAY_FAIL = ["matches_reference", "mask_broadcast", "causal_mask", "gradient", "no_library_softmax_source", "no_mask", "large_scores", "causal"]
+MAY_FAIL = ["matches_reference", "mask_broadcast", "causal_mask", "gradient", "no_library_softmax_source", "no_mask", "large_scores", "causal", "other_leading_dims"]
 
 import math
 

@@ -203,7 +203,9 @@ def distribution_problems(sample: "torch.Tensor | Sample", dist: Distribution,
         return problems, facts
 
     largest = max(abs(float(s.sorted[0])), abs(float(s.sorted[-1])))
-    if sigma > 0 and largest > 1e4 * (abs(mu) + sigma):  # no sampler's tail: memory never written (or a unit slip)
+    # a million times the distribution's scale: no sampler's tail, nor a plausible slip of units (x1000 has the
+    # std message below); memory that was never written
+    if sigma > 0 and largest > 1e6 * (abs(mu) + sigma):
         return [f"values as large as {largest:.4g} where the distribution's standard deviation is {sigma:.3g}: the "
                 "tensor looks uninitialised (torch.empty keeps whatever its memory held); initialise it in place, "
                 "as the contract says"], facts

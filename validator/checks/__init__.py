@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator
 from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings as Settings
 from hypothesis.errors import FlakyFailure, HypothesisException
 from hypothesis.reporting import with_reporter
+from hypothesis.strategies import SearchStrategy
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 import validator.profiles  # noqa: F401 - fixes case generation to the seed alone (see there)
@@ -157,7 +158,9 @@ def for_all(ctx: Context, check: CheckSpec, strategy, body: Callable[[Any], None
     pass raises :class:`ReplayMissed`, and :func:`run_check_fn` runs the whole check again without
     replays, so hypothesis finds and shrinks the failure as it always does, with the check's own
     bookkeeping fresh; where the settings do not shrink (a batch's), a failed check is reported from the
-    replay as that run would report it (see :func:`_replay`). ``variant`` tells apart the strategies one check uses (its regimes). ``cases_of`` names
+    replay as that run would report it (see :func:`_replay`). ``strategy`` may be a function that builds it: then
+    it is built only if hypothesis runs (a replay needs none, and building ~240 a submission cost more than
+    replaying their cases). ``variant`` tells apart the strategies one check uses (its regimes). ``cases_of`` names
     another check of the challenge whose seed to draw with: given the same strategy, the same cases (a check that
     judges the runs another check makes, see validator.checks.composite).
     """
@@ -189,6 +192,8 @@ def for_all(ctx: Context, check: CheckSpec, strategy, body: Callable[[Any], None
         if state["stop"] is not None:
             raise _Stop()  # one raise site, so hypothesis sees one consistent failure
 
+    if not isinstance(strategy, SearchStrategy):
+        strategy = strategy()
     wrapped = hyp_seed(seed)(settings(given(strategy)(prop)))
     try:
         with with_reporter(lambda *_: None):

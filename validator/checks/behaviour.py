@@ -87,11 +87,11 @@ def for_cases(ctx: Context, check: CheckSpec, p: CaseParams, body, make_strategy
     """``for_all`` over the check's cases, once per regime when it declares ``regimes``."""
     make = make_strategy or (lambda where: strategy(ctx, check, p, where))
     if not p.regimes:
-        return for_all(ctx, check, make(None), body, p.max_examples)
+        return for_all(ctx, check, lambda: make(None), body, p.max_examples)
     runs = 0
     for regime in p.regimes:
         try:
-            runs += for_all(ctx, check, make(regime), body, p.max_examples, variant=regime)
+            runs += for_all(ctx, check, lambda: make(regime), body, p.max_examples, variant=regime)
         except (CheckFailed, CheckErrored) as exc:
             again = type(exc)(f"with {' and '.join(regime)}: {exc}")
             if hasattr(exc, "review"):

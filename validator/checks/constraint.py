@@ -200,4 +200,5 @@ def traced_without(ctx: Context, check: CheckSpec, banned: list[str], *, inputs:
         got = measured(ctx, check, dict(probe, grad_output=grad, trace_ops=True), "tracing your forward/backward",
                        shared=True)  # a composite's parts check judges the same runs
         judge(got)
-    return for_all(ctx, check, case_strategy(ctx.challenge, entry, inputs), body, max_examples, cases_of=cases_of)
+    return for_all(ctx, check, lambda: case_strategy(ctx.challenge, entry, inputs), body, max_examples,
+                   cases_of=cases_of)

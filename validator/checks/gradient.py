@@ -324,7 +324,7 @@ def gradcheck(ctx: Context, check: CheckSpec, p: GradcheckParams) -> str:
                     f"a random upstream gradient, element {k} of the flattened gradient is {fmt(float(a[k]))} "
                     f"analytically and {fmt(float(numeric[k]))} numerically (atol {p.atol:g}, rtol {p.rtol:g}): "
                     + remedy)
-    runs = for_all(ctx, check, case_strategy(ctx.challenge, entry, p.inputs, fixed_dims=p.dims) if p.dims
+    runs = for_all(ctx, check, lambda: case_strategy(ctx.challenge, entry, p.inputs, fixed_dims=p.dims) if p.dims
                    else strategy(ctx, check, p), body, p.max_examples)
     return f"{runs} float64 cases, {p.probes} random directions each"
 

@@ -495,10 +495,103 @@ def test_an_adapter_that_computes_the_output_itself_has_no_layer_to_inspect(tmp_
     report = graded(root, ["rms_norm"], checks=["matches_reference", "parameters"], profile="quick")
     checks = {c.id: c for c in report.challenges[0].checks}
     assert checks["matches_reference"].status == "passed", checks["matches_reference"].message
-    assert checks["parameters"].status == "error", checks["parameters"]
+    assert checks["parameters"].status == "failed", checks["parameters"]  # a verdict on the missing module
     message = checks["parameters"].message
     assert "run_rmsnorm built no module of your package" in message and "must build your layer" in message, message
     assert "computed in the adapter itself" in message, message
+
+
+PLAIN_BLOCK = '''class TransformerBlock:  # a plain class that holds modules: no nn.Module
+    def load_state_dict(self, state):
+        for name in ("ln1", "attn", "ln2", "ffn"):
+            getattr(self, name).load_state_dict({k.split(".", 1)[1]: v for k, v in state.items()
+                                                 if k.startswith(name + ".")})
+
+    def __call__(self, x):
+        return self.forward(x)
+
+    def __init__(self, d_model, num_heads, d_ff, max_seq_len, theta, device=None, dtype=None):
+'''
+
+
+def test_a_block_that_is_a_plain_class_is_told_so_and_its_computation_is_graded(tmp_path):
+    """A ``TransformerBlock`` written as a plain class (seen in a real repository) calls its sublayers' forwards
+    itself. The grader took the first of them, an RMSNorm, for the layer: "8 parameters", and the dtype and
+    device checks passed, judged on that RMSNorm. No module is the layer: the checks of its structure fail
+    and say what to change, the stand-in checks cannot be made, and its values and gradients are graded."""
+    root = planted(tmp_path, "plain", "cs336_basics/layers.py",
+                   "class TransformerBlock(nn.Module):\n"
+                   "    def __init__(self, d_model, num_heads, d_ff, max_seq_len, theta, device=None, dtype=None):\n"
+                   "        super().__init__()\n", PLAIN_BLOCK)
+    structure = ["parameters", "parameter_count", "meta_device", "honours_dtype", "default_dtype"]
+    report = graded(root, ["transformer_block"], profile="quick",
+                    checks=structure + ["matches_reference", "gradient", "wiring"])
+    checks = {c.id: c for c in report.challenges[0].checks}
+    for name in structure:
+        assert checks[name].status == "failed", (name, checks[name].message)
+        assert "`TransformerBlock` is not an nn.Module" in checks[name].message, checks[name].message
+        assert "ran the forward of RMSNorm" in checks[name].message, checks[name].message
+    assert checks["wiring"].status == "skipped", checks["wiring"]
+    assert checks["matches_reference"].status == "passed", checks["matches_reference"].message
+    assert checks["gradient"].status == "passed", checks["gradient"].message  # read from the sublayers
+
+
+FUNCTIONAL_MHA = '''
+
+def attention_with_rope(d_model, num_heads, max_seq_len, theta, wq, wk, wv, wo, x, token_positions=None):
+    """Multi-head attention as a function of its weights, with a RoPE module built on the way."""
+    *lead, n, d = x.shape
+    split = lambda t: t.reshape(*lead, n, num_heads, d // num_heads).transpose(-3, -2)  # noqa: E731
+    q, k, v = split(x @ wq.T), split(x @ wk.T), split(x @ wv.T)
+    if theta is not None:
+        rope = RotaryPositionalEmbedding(theta, d // num_heads, max_seq_len)
+        if token_positions is None:
+            token_positions = torch.arange(n, device=x.device)
+        q, k = rope(q, token_positions.unsqueeze(-2)), rope(k, token_positions.unsqueeze(-2))
+    mask = torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
+    out = scaled_dot_product_attention(q, k, v, mask)
+    return out.transpose(-3, -2).reshape(*lead, n, d) @ wo.T
+'''
+
+
+def test_attention_written_as_a_function_is_told_so_and_its_traced_runs_are_graded(tmp_path):
+    """Attention written as a function of its weights that builds a RoPE module and calls it (seen in a real
+    repository): the RoPE module was taken for the layer ("0 parameters"), and the op-count and library checks,
+    which count from the layer's forward, errored. No module is the layer: the structure checks fail saying it
+    is a function, and the whole call is traced and graded, its gradients read from the weights it was given."""
+    root = planted(tmp_path, "plain", "tests/adapters.py",
+                   '    mha = layers.MultiHeadSelfAttention(d_model, num_heads, max_seq_len, theta)\n'
+                   '    mha.load_state_dict({"q_proj.W": q_proj_weight, "k_proj.W": k_proj_weight, '
+                   '"v_proj.W": v_proj_weight,\n'
+                   '                         "output_proj.W": o_proj_weight})\n'
+                   '    return mha(in_features, token_positions)\n',
+                   '    return layers.attention_with_rope(d_model, num_heads, max_seq_len, theta, q_proj_weight, '
+                   'k_proj_weight, v_proj_weight, o_proj_weight, in_features, token_positions)\n')
+    with open(root / "cs336_basics" / "layers.py", "a") as f:
+        f.write(FUNCTIONAL_MHA)
+    adapters_py = root / "tests" / "adapters.py"
+    without_rope = ('    mha = layers.MultiHeadSelfAttention(d_model, num_heads)\n'
+                    '    mha.load_state_dict({"q_proj.W": q_proj_weight, "k_proj.W": k_proj_weight, '
+                    '"v_proj.W": v_proj_weight,\n'
+                    '                         "output_proj.W": o_proj_weight})\n'
+                    '    return mha(in_features)\n')
+    assert without_rope in adapters_py.read_text()
+    adapters_py.write_text(adapters_py.read_text().replace(without_rope, (
+        '    return layers.attention_with_rope(d_model, num_heads, None, None, q_proj_weight, k_proj_weight, '
+        'v_proj_weight, o_proj_weight, in_features)\n')))
+    traced = ["no_library_runtime", "vectorised", "no_library_linear_runtime"]
+    report = graded(root, ["multihead_self_attention"], profile="quick",
+                    checks=["rope_adds_no_parameters", "default_dtype", "with_rope", "gradient"] + traced)
+    checks = {c.id: c for c in report.challenges[0].checks}
+    message = checks["rope_adds_no_parameters"].message
+    assert checks["rope_adds_no_parameters"].status == "failed", checks["rope_adds_no_parameters"]
+    assert "`attention_with_rope` is a function" in message and "RotaryPositionalEmbedding" in message, message
+    # without RoPE it builds no module at all; the default-dtype check once reported the crash of its float32
+    # inputs meeting the float64 weights that check makes
+    assert checks["default_dtype"].status == "failed", checks["default_dtype"]
+    assert "run_multihead_self_attention built no module" in checks["default_dtype"].message
+    for name in ["with_rope", "gradient"] + traced:
+        assert checks[name].status == "passed", (name, checks[name].message)
 
 
 def test_a_gain_the_adapter_stores_as_an_offset_is_not_read_under_another_name(tmp_path):

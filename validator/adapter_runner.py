@@ -8,7 +8,11 @@ function the grader cannot look inside. So the worker watches it run:
   of modules the adapter imports lazily are watched too). Outside an adapter call the wrappers only
   pass through.
 - The module the adapter *builds* is the one whose ``forward`` it calls first (or, if it never calls
-  one, the last module it built at the top level). What its constructor made is recorded when the
+  one, the last module it built at the top level). A module whose forward the package's own code calls
+  (a method of a plain class, a function) and that holds none or only some of the test weights is a
+  part of a layer that is no module (:meth:`Watch.is_part`): then no module is the layer, and the
+  checks of a module's structure say so; the call's ops and gradients are the whole call's, as for a
+  function. What its constructor made is recorded when the
   outermost ``__init__`` returns: the structure (dtype, device, parameters and buffers) and, for the
   init checks, the initial values, before any weight is loaded.
 - The contract's weights are found in the module's parameters *by value* when its forward starts:
@@ -39,7 +43,9 @@ import builtins
 import contextlib
 import functools
 import inspect
+import os
 import secrets
+import sys
 import time
 from typing import Any
 
@@ -47,10 +53,11 @@ import torch
 from torch import nn
 
 from validator import runner
-from validator.runner import StudentError
+from validator.runner import NOT_A_MODULE, StudentError
 from validator.worker.protocol import dtype_from_name
 
 NOT_GRADED = "not_graded"  # the stage of a reply that says: this call cannot be made through the adapter
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep  # torch's frames between a forward and its caller
 
 
 class _Abort(BaseException):
@@ -136,6 +143,7 @@ def _watched_init(original):
             return original(self, *args, **kwargs)
         outer = watch.init_depth == 0
         if outer:
+            watch.init_started = True
             args, kwargs = watch.without_dtype(original, self, args, kwargs)
             args, kwargs = watch.inject(original, self, args, kwargs)
             if watch.construct_only and watch.strip:
@@ -188,8 +196,13 @@ class Watch:
     def __init__(self, *, inject: dict, construct_only: bool, train: bool | None, device: str | None,
                  recorder: Any = None, test_weights: list | None = None, strip: bool = True,
                  stand_ins: "StandIns | None" = None, leave_dtype: bool = False, judges_default: bool = False,
-                 needs_grad: bool = False, param_dtype: torch.dtype | None = None):
+                 needs_grad: bool = False, param_dtype: torch.dtype | None = None,
+                 origin: str | None = None, adapter_file: str | None = None):
         self.inject_kwargs = inject
+        self.origin = origin  # the package's root (ending in a separator): whose code calls a forward
+        self.adapter_file = adapter_file  # tests/adapters.py: a forward it calls is the layer's
+        self.init_started = False  # a watched constructor of the package ran (or started) in this call
+        self.parts: list[tuple[nn.Module, str]] = []  # (module, the package code that called its forward)
         self.param_dtype = param_dtype  # every floating parameter built is converted to it, as runner._construct does
         self.leave_dtype = leave_dtype  # the check passes no dtype=: neither does the module's build
         self.dtype_required = False  # ... but the outermost constructor has no default for it
@@ -302,6 +315,11 @@ class Watch:
 
     def forward_starts(self, module: nn.Module) -> None:
         if self.top is None:
+            caller = self.is_part(module)
+            if caller is not None:
+                if all(m is not module for m, _ in self.parts):
+                    self.parts.append((module, caller))
+                return
             self.top = module
             self.loaded = {n: p.detach().clone() for n, p in module.named_parameters(remove_duplicate=False)}
             if self.construct_only:
@@ -316,6 +334,32 @@ class Watch:
             self._counting(True)
             self._started = time.perf_counter()
 
+    def is_part(self, module: nn.Module) -> str | None:
+        """Where the package's own code called ``module``'s forward, if the module is a part of the layer rather
+        than the layer: the call came from the package (a method of a plain class, a function; not the adapter,
+        not another module's forward) and the module does not hold every test weight. ``TransformerBlock`` as a
+        plain class calls its RMSNorm first; attention written as a function calls the RoPE module it built.
+        A helper of the package that builds the layer, loads the weights and calls it is not caught: the layer
+        holds them all. None: the module is the layer."""
+        if self.origin is None or not self.test_weights or self.stripped:
+            return None  # no weights to tell by (a construct-only call that kept them from the constructor)
+        frame = sys._getframe(3)  # is_part <- forward_starts <- the watched forward <- its caller
+        while frame is not None and (frame.f_code.co_filename.startswith(_TORCH_DIR)
+                                     or frame.f_code.co_filename == __file__):
+            frame = frame.f_back
+        if frame is None:
+            return None
+        filename = frame.f_code.co_filename
+        if filename == self.adapter_file or not filename.startswith(self.origin):
+            return None
+        if isinstance(frame.f_locals.get("self"), nn.Module):
+            return None  # a method of a module (not its forward) calling a child: that module is an nn.Module
+        params = {n: p for n, p in module.named_parameters(remove_duplicate=False)}
+        held = locate({str(i): w for i, w in enumerate(self.test_weights)}, params) if params else {}
+        if len(held) == len(self.test_weights):
+            return None
+        return f"{frame.f_code.co_qualname} ({filename[len(self.origin):]})"
+
     def forward_ends(self, module: nn.Module) -> None:
         if module is self.top:
             self.seconds += time.perf_counter() - self._started
@@ -326,9 +370,12 @@ class Watch:
             self.recorder.counting = on
 
     def module(self) -> nn.Module | None:
-        """The module the adapter built: the first whose forward it called, else the last it built."""
+        """The module the adapter built: the first whose forward it called, else the last it built; None where
+        the modules whose forwards ran are parts of a layer that is no module (:meth:`is_part`)."""
         if self.top is not None:
             return self.top
+        if self.parts:
+            return None
         return self.built_modules[-1] if self.built_modules else None
 
 
@@ -675,6 +722,7 @@ def execute(entry: AdaptedEntry, call: dict, origin: str | None) -> dict:
 def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None) -> dict:
     want = set(call.get("want", ("output",)))
     fn = entry.functions[variant["function"]]
+    adapter_file = getattr(getattr(inspect.unwrap(fn), "__code__", None), "co_filename", None)
     options = call.get("init_kwargs") or {}
     inject = {k: options[k] for k in ("dtype", "device") if k in options and options[k] is not None}
     device = call.get("device")
@@ -715,21 +763,33 @@ def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None)
                               judges_default=bool(call.get("default_dtype")) and not call.get("param_dtype"),
                               needs_grad=grad_output is not None and not call.get("inference"),
                               param_dtype=dtype_from_name(call["param_dtype"]) if call.get("param_dtype") else None,
-                              stand_ins=StandIns(call["stand_ins"], state) if call.get("stand_ins") else None)
+                              stand_ins=StandIns(call["stand_ins"], state) if call.get("stand_ins") else None,
+                              origin=origin, adapter_file=adapter_file)
+                if recorder is not None:
+                    recorder.uncounted.clear()
                 with _watching(watch), (torch.no_grad() if call.get("inference") else contextlib.nullcontext()):
                     try:
                         output = runner._stage("forward", origin, _until_aborted, fn, kwargs)
                     except StudentError:
                         # a construct-only call has what it came for once a module is built: what the adapter
-                        # does next (loading weights that do not fit a meta or float64 build) is not graded here
-                        if not (construct_only and watch.built_modules):
+                        # does next (loading weights that do not fit a meta or float64 build) is not graded here.
+                        # Nor where no constructor of the package ran under the default-dtype check's default: a
+                        # layer written as a function then met that default's weights with the inputs' dtype
+                        if not (construct_only and (watch.built_modules or (call.get("default_dtype")
+                                                                            and not watch.init_started))):
                             raise
                 forward_seconds += watch.seconds
+                if recorder is not None and entry.kind == "module" and watch.top is None:
+                    recorder.count_uncounted()  # no module's forward was the layer's: the whole call was
                 if observation is not None:
                     observation.check_modes("forward")
                 if construct_only:
                     break
                 if watch.stand_ins is not None:
+                    if watch.top is None and watch.parts:
+                        raise _not_graded(f"{_parts_message(variant['function'], watch.parts)}. The grader's "
+                                          "stand-in sublayers take the places of a module's sublayers, so this "
+                                          "check cannot be made")
                     watch.stand_ins.verify(variant["function"])
                 output = _checked_output(output, variant, unflatten, device, inputs)
                 if recorder is not None:
@@ -748,6 +808,9 @@ def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None)
                     outputs.append(output)
         elapsed = time.perf_counter() - started
     module = watch.module() if watch is not None else None
+    if module is None and entry.kind == "module" and watch is not None and {"structure", "params"} & want \
+            and (watch.parts or state):
+        raise _not_a_module(variant["function"], watch)
     what = type(module).__name__ if module is not None else "the layer it builds"
     if watch is not None and watch.dtype_required and watch.judges_default:
         raise _not_graded(f"{variant['function']} passes dtype= to {what}, whose constructor has no default for it, "
@@ -782,6 +845,50 @@ def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None)
         result["input_grads"] = [(t.grad.detach().clone() if isinstance(t, torch.Tensor) and t.grad is not None
                                   else None) for t in inputs]
     return result
+
+
+def _not_a_module(function: str, watch: Watch | None) -> StudentError:
+    """The error of a call that needs the layer's module where the adapter built none that is the layer."""
+    if watch is not None and watch.parts:
+        message = _parts_message(function, watch.parts)
+    else:
+        message = (f"{function} built no module of your package (none of your nn.Module classes was constructed "
+                   "while it ran), so there is no layer to inspect: the adapter must build your layer and call it. "
+                   "Output computed in the adapter itself, or by a library layer (torch.nn.Linear, "
+                   "torch.nn.Embedding...) it builds, is not your layer")
+    return StudentError("construct", {"type": NOT_A_MODULE, "mro": [NOT_A_MODULE, "TypeError"], "message": message})
+
+
+def _grads_without_a_module(watch: Watch | None, state: dict, weights: dict) -> dict:
+    """The weights' gradients where no module is the layer: read from the parameters of the modules whose forwards
+    ran (:meth:`Watch.is_part`) that the weights were loaded into, else from the weights as they were passed (a
+    function that computes with them)."""
+    grads: dict = {}
+    parts = [m for m, _ in watch.parts] if watch is not None else []
+    params = {f"{i}.{n}": p for i, m in enumerate(parts) for n, p in m.named_parameters(remove_duplicate=False)}
+    if params:
+        located = locate(state, {k: p.detach() for k, p in params.items()})
+        grads = {k: v for k, v in _gather(located, {k: p.grad for k, p in params.items()},
+                                         {k: tuple(v.shape) for k, v in state.items()}).items() if v is not None}
+    for cname, w in weights.items():
+        if cname not in grads and isinstance(w, torch.Tensor) and w.grad is not None:
+            grads[cname] = w.grad.detach().clone()
+    return grads
+
+
+def _parts_message(function: str, parts: list[tuple[nn.Module, str]]) -> str:
+    """Why no module is the layer: the forwards that ran were called by the package's own code, which is no
+    nn.Module's forward (a plain class, a function)."""
+    callers = list(dict.fromkeys(caller for _, caller in parts))
+    names = ", ".join(dict.fromkeys(type(m).__name__ for m, _ in parts))
+    owner = callers[0].split(" ")[0].rsplit(".", 1)
+    what = (f"`{owner[0]}` is not an nn.Module: make it a torch.nn.Module subclass (and call super().__init__() "
+            "first in its constructor)") if len(owner) == 2 else \
+        f"`{owner[0]}` is a function: write the layer as an nn.Module that holds its weights as parameters"
+    held = "none of them holds" if len(parts) > 1 else "it does not hold"
+    return (f"{function} ran the forward of {names} from {' and '.join(callers)}, and {held} all the weights it "
+            f"was given: {'they are parts' if len(parts) > 1 else 'it is a part'} of a layer that is not a module, "
+            f"so there is no layer to inspect (its parameters, dtype and device). {what}")
 
 
 def _until_aborted(fn, kwargs: dict) -> Any:
@@ -832,13 +939,10 @@ def _module_results(result: dict, want: set, watch: Watch | None, module: nn.Mod
                     weights: dict, variant: dict, located: dict | None = None) -> None:
     """Structure, initial values, parameters and gradients of the module the adapter built, by contract name."""
     if module is None:
-        if {"structure", "params", "param_grads"} & want and state:
-            raise StudentError("construct", {
-                "type": "TypeError", "mro": ["TypeError"],
-                "message": f"{variant['function']} built no module of your package (none of your nn.Module classes "
-                           "was constructed while it ran), so there is no layer to inspect: the adapter must build "
-                           "your layer and call it. Output computed in the adapter itself, or by a library layer "
-                           "(torch.nn.Linear, torch.nn.Embedding...) it builds, is not your layer"})
+        if {"structure", "params"} & want and (state or (watch is not None and watch.parts)):
+            raise _not_a_module(variant["function"], watch)
+        if "param_grads" in want:  # a layer that is no module: its gradients are where its weights went
+            result["param_grads"] = _grads_without_a_module(watch, state, weights)
         return
     shapes = {k: tuple(v.shape) for k, v in state.items()}
     loaded = watch.loaded or {n: p.detach() for n, p in module.named_parameters(remove_duplicate=False)}

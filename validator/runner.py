@@ -27,6 +27,11 @@ from validator.worker.protocol import dtype_from_name
 MAX_MESSAGE_CHARS = 2000
 
 
+# the error type of an adapter call that needs the layer's module where the layer is none (a function, a plain
+# class): a verdict on the contract's nn.Module, which the checks report as a failure, not as a crash
+NOT_A_MODULE = "NotAModule"
+
+
 class StudentError(Exception):
     """Raised inside execute() to stop a call at a named stage."""
 
@@ -93,6 +98,7 @@ class OpRecorder(TorchDispatchMode):
         # loading the module): its ops are still marked for the profiler cross-check, not counted or tracked.
         self.counting = True
         self.counts: dict[str, int] = {}
+        self.uncounted: dict[str, int] = {}  # the ops seen while switched off (see count_uncounted)
         self.track_memory = track_memory
         self.live = 0
         self.peak = 0
@@ -104,6 +110,8 @@ class OpRecorder(TorchDispatchMode):
             name = _OP_NAMES[func] = str(func.overloadpacket).replace("aten::", "aten.")
         if self.counting:
             self.counts[name] = self.counts.get(name, 0) + 1
+        else:
+            self.uncounted[name] = self.uncounted.get(name, 0) + 1
         if self.marker is not None:
             with _profiler_range(self.marker):
                 out = func(*args, **(kwargs or {}))
@@ -113,6 +121,13 @@ class OpRecorder(TorchDispatchMode):
             for t in _tensors_in(out):
                 self._track(t)
         return out
+
+    def count_uncounted(self) -> None:
+        """Count the ops seen while switched off after all: an adapter call in which no module's forward turned out
+        to be the layer's (a layer written as a function) is the layer's whole run."""
+        for name, n in self.uncounted.items():
+            self.counts[name] = self.counts.get(name, 0) + n
+        self.uncounted.clear()
 
     def _track(self, t: torch.Tensor) -> None:
         try:

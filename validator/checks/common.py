@@ -11,6 +11,7 @@ from validator.checks import Params
 from validator.context import (CheckErrored, CheckFailed, Context, GraderFailure, format_exception,
                                is_grader_failure)
 from validator.draws import seeded_normal
+from validator.runner import NOT_A_MODULE
 from validator.spec.schema import CheckSpec, Entry
 
 
@@ -124,6 +125,9 @@ def raise_if_failed(ctx: Context, call: dict, result: dict, during: str = "") ->
     if not result.get("ok"):
         if is_grader_failure(result):
             raise GraderFailure(format_exception(result, call["entry"]) + _load_advice(ctx, call))
+        info = result.get("exception") or {}
+        if result.get("stage") == "construct" and NOT_A_MODULE in (info.get("mro") or []):
+            raise CheckFailed(str(info.get("message", "")))  # the contract's nn.Module is missing: a verdict
         raise CheckErrored((f"{during}: " if during else "") + format_exception(result, call["entry"]))
     return result
 

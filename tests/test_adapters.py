@@ -594,6 +594,61 @@ def test_attention_written_as_a_function_is_told_so_and_its_traced_runs_are_grad
         assert checks[name].status == "passed", (name, checks[name].message)
 
 
+def test_a_layer_that_is_no_module_has_its_whole_call_counted_but_no_constructor(tmp_path):
+    """Where no module is the layer, its ops are the whole adapter call's, less what constructors of the package
+    ran: a block written as a function that builds a SwiGLU on every call (seen in a real repository) drew its
+    weights with trunc_normal_, whose op count is random (it draws again until the values fall inside), and failed
+    the op-count check on one seed in four."""
+    from validator import adapter_runner, runner
+
+    class Built(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.nn.init.trunc_normal_(torch.empty(4, 4)))
+
+    adapter_runner._instrument(Built)
+    recorder = runner.OpRecorder()
+    recorder.counting = False
+    watch = adapter_runner.Watch(inject={}, construct_only=False, train=None, device=None, recorder=recorder)
+    with recorder, adapter_runner._watching(watch):
+        Built()
+        torch.ones(3).mul(2.0)
+    recorder.count_uncounted()
+    assert recorder.counts == {"aten.ones": 1, "aten.mul": 1}, recorder.counts  # no empty, normal_, where...
+
+
+FUNCTIONAL_ROPE = '''
+
+def rope_fn(d_k, theta, max_seq_len, x, token_positions):
+    """RoPE as a function: no module holds its tables."""
+    freqs = theta ** (-torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)
+    angles = token_positions.to(torch.float64)[..., None] * freqs
+    cos, sin = angles.cos().float(), angles.sin().float()
+    work = x.to(torch.promote_types(x.dtype, cos.dtype))
+    a, b = work[..., 0::2], work[..., 1::2]
+    return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2).to(x.dtype)
+'''
+
+
+def test_rope_written_as_a_function_fails_the_module_checks_and_passes_the_output_ones(tmp_path):
+    """RoPE written as a function (seen in a real repository): the checks that read the module's structure crashed
+    the grader (KeyError: 'structure'), and the device check said "builds the layer it builds". They fail, saying
+    no module was built; a dtype check about the output alone is graded on the output."""
+    root = planted(tmp_path, "plain", "tests/adapters.py",
+                   "    return layers.RotaryPositionalEmbedding(theta, d_k, max_seq_len)(in_query_or_key, token_positions)",
+                   "    return layers.rope_fn(d_k, theta, max_seq_len, in_query_or_key, token_positions)")
+    with open(root / "cs336_basics" / "layers.py", "a") as f:
+        f.write(FUNCTIONAL_ROPE)
+    structure = ["no_parameters", "tables_not_in_state_dict", "meta_device"]
+    report = graded(root, ["rope"], profile="quick", checks=structure + ["bf16_keeps_dtype", "matches_reference"])
+    checks = {c.id: c for c in report.challenges[0].checks}
+    for name in structure:
+        assert checks[name].status == "failed", (name, checks[name].message)
+        assert "run_rope built no module of your package" in checks[name].message, checks[name].message
+    for name in ("bf16_keeps_dtype", "matches_reference"):
+        assert checks[name].status == "passed", (name, checks[name].message)
+
+
 def test_a_gain_the_adapter_stores_as_an_offset_is_not_read_under_another_name(tmp_path):
     """A layer may hold its gain as an offset from 1 (``weight = 1 + g``, as some codebases do), loaded by the
     adapter as ``weights - 1``: the test weights are then in no parameter. The grader matched the contract's

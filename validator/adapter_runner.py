@@ -149,12 +149,17 @@ def _watched_init(original):
             if watch.construct_only and watch.strip:
                 args, kwargs = watch.without_test_weights(original, self, args, kwargs)
         watch.init_depth += 1
+        recorder = watch.recorder if outer else None
+        if recorder is not None:
+            recorder.constructing += 1  # a constructor's ops are never the layer's run (see Watch.is_part)
         try:
             original(self, *args, **kwargs)
+            if outer:
+                watch.built(self)  # (its copies of what was made are the grader's ops, never the layer's)
         finally:
             watch.init_depth -= 1
-        if outer:
-            watch.built(self)
+            if recorder is not None:
+                recorder.constructing -= 1
     return __init__
 
 
@@ -770,13 +775,14 @@ def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None)
                 with _watching(watch), (torch.no_grad() if call.get("inference") else contextlib.nullcontext()):
                     try:
                         output = runner._stage("forward", origin, _until_aborted, fn, kwargs)
-                    except StudentError:
+                    except StudentError as err:
                         # a construct-only call has what it came for once a module is built: what the adapter
                         # does next (loading weights that do not fit a meta or float64 build) is not graded here.
-                        # Nor where no constructor of the package ran under the default-dtype check's default: a
-                        # layer written as a function then met that default's weights with the inputs' dtype
-                        if not (construct_only and (watch.built_modules or (call.get("default_dtype")
-                                                                            and not watch.init_started))):
+                        # Nor where no constructor of the package ran at all: a layer written as a function ran
+                        # whole on the probe's inputs, and what it raised is the value checks' business (unless
+                        # every call fails so: a stub, a package that does not import)
+                        if not (construct_only and (watch.built_modules or (
+                                not watch.init_started and not _every_call_fails(err.info)))):
                             raise
                 forward_seconds += watch.seconds
                 if recorder is not None and entry.kind == "module" and watch.top is None:
@@ -808,8 +814,7 @@ def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None)
                     outputs.append(output)
         elapsed = time.perf_counter() - started
     module = watch.module() if watch is not None else None
-    if module is None and entry.kind == "module" and watch is not None and {"structure", "params"} & want \
-            and (watch.parts or state):
+    if module is None and entry.kind == "module" and watch is not None and {"structure", "params"} & want:
         raise _not_a_module(variant["function"], watch)
     what = type(module).__name__ if module is not None else "the layer it builds"
     if watch is not None and watch.dtype_required and watch.judges_default:
@@ -845,6 +850,12 @@ def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None)
         result["input_grads"] = [(t.grad.detach().clone() if isinstance(t, torch.Tensor) and t.grad is not None
                                   else None) for t in inputs]
     return result
+
+
+def _every_call_fails(info: dict) -> bool:
+    """An error every call of the adapter meets, whatever it is for: the stub's NotImplementedError, a package that
+    does not import."""
+    return bool({"NotImplementedError", "ImportError", "SyntaxError"} & set(info.get("mro") or []))
 
 
 def _not_a_module(function: str, watch: Watch | None) -> StudentError:
@@ -939,7 +950,7 @@ def _module_results(result: dict, want: set, watch: Watch | None, module: nn.Mod
                     weights: dict, variant: dict, located: dict | None = None) -> None:
     """Structure, initial values, parameters and gradients of the module the adapter built, by contract name."""
     if module is None:
-        if {"structure", "params"} & want and (state or (watch is not None and watch.parts)):
+        if {"structure", "params"} & want:
             raise _not_a_module(variant["function"], watch)
         if "param_grads" in want:  # a layer that is no module: its gradients are where its weights went
             result["param_grads"] = _grads_without_a_module(watch, state, weights)

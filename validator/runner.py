@@ -98,7 +98,8 @@ class OpRecorder(TorchDispatchMode):
         # loading the module): its ops are still marked for the profiler cross-check, not counted or tracked.
         self.counting = True
         self.counts: dict[str, int] = {}
-        self.uncounted: dict[str, int] = {}  # the ops seen while switched off (see count_uncounted)
+        self.uncounted: dict[str, int] = {}  # the ops seen while switched off (see count_uncounted) ...
+        self.constructing = 0  # ... but not in a constructor of the package (validator.adapter_runner)
         self.track_memory = track_memory
         self.live = 0
         self.peak = 0
@@ -110,7 +111,7 @@ class OpRecorder(TorchDispatchMode):
             name = _OP_NAMES[func] = str(func.overloadpacket).replace("aten::", "aten.")
         if self.counting:
             self.counts[name] = self.counts.get(name, 0) + 1
-        else:
+        elif not self.constructing:
             self.uncounted[name] = self.uncounted.get(name, 0) + 1
         if self.marker is not None:
             with _profiler_range(self.marker):

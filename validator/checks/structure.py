@@ -208,8 +208,12 @@ def dtype(ctx: Context, check: CheckSpec, p: DtypeParams) -> str:
     kwargs = {"dtype": getattr(torch, p.dtype)} if p.dtype else {}
     hows = [f"dtype=torch.{p.dtype}" if p.dtype else
             f"torch.set_default_dtype(torch.{p.default_dtype})" if p.default_dtype else ""]
-    call = ctx.build_call(name, case, want=["structure", "output"] if p.forward else ["structure", "construct_only"],
-                          init_kwargs=kwargs, default_dtype=p.default_dtype,
+    # Tensors are judged when the check names their dtype (dtype= or the default dtype); with `input_dtype`
+    # alone the check is about the output: the tensors may be whatever the contract lets them be (and a layer that
+    # is no module, which an adapter can reach, is judged by its output too).
+    judged = bool(p.dtype or p.default_dtype)
+    want = (["structure", "output"] if judged else ["output"]) if p.forward else ["structure", "construct_only"]
+    call = ctx.build_call(name, case, want=want, init_kwargs=kwargs, default_dtype=p.default_dtype,
                           input_dtype=getattr(torch, p.input_dtype) if p.input_dtype else None, keep_dtypes=True)
     floats_in = [item["value"] for item in call["inputs"]
                  if isinstance(item["value"], torch.Tensor) and item["value"].dtype.is_floating_point]
@@ -219,9 +223,6 @@ def dtype(ctx: Context, check: CheckSpec, p: DtypeParams) -> str:
         hows.append(f"{_dt(floats_in[0].dtype)} inputs")
     how = ", ".join(h for h in hows if h)
     doing = f"building with {how}" if entry.kind == "module" else f"calling with {how}"
-    # Tensors are judged when the check names their dtype (dtype= or the default dtype); with `input_dtype`
-    # alone the check is about the output: the tensors may be whatever the contract lets them be.
-    judged = bool(p.dtype or p.default_dtype)
     result = ctx.student(call, check.timeout, doing)
     if not result.get("ok") and judged and entry.kind == "module" and result.get("stage") in ("forward", "backward"):
         # forward may fail *because* of a tensor in the wrong dtype (float64 x @ a float32 weight): say that first

@@ -23,7 +23,7 @@ from validator.checks.behaviour import CaseParams, for_cases, strategy
 from validator.checks.calls import Unobserved, self_mismatch
 from validator.checks.common import CheckFailed, entry_of, raise_if_failed
 from validator.compare import tolerance_for
-from validator.context import Context
+from validator.context import Context, format_exception
 from validator.runner import DRAWN_LAYOUTS
 from validator.spec.schema import CheckSpec, ToleranceSpec
 
@@ -64,13 +64,13 @@ def inputs_unchanged(ctx: Context, check: CheckSpec, p: UnchangedParams) -> str:
                               init_kwargs={"dtype": dtype} if p.dtype and entry.kind == "module" else None)
         plain = dict(call, inference=False, want=["output"])
         got, usual = ctx.student_many([call, plain], check.timeout, "calling your code under torch.no_grad()")
-        if not usual.get("ok"):
+        changed = (got.get("inputs_changed") or []) if got.get("ok") else []
+        if not usual.get("ok") and not changed:
             seen.failed(plain, usual)  # a layer that cannot be called is the other checks' business
             return
         seen.observed += 1
         got = raise_if_failed(ctx, call, got, during="under torch.no_grad(), with no input requiring grad (the same "
                                                      "call with autograd works)")
-        changed = got.get("inputs_changed") or []
         if changed:
             parts = []
             for c in changed:
@@ -87,7 +87,11 @@ def inputs_unchanged(ctx: Context, check: CheckSpec, p: UnchangedParams) -> str:
                 + "; ".join(parts) + ". Compute into new tensors (x * y, not x.mul_(y) or x *= y; ~mask, not "
                 "mask.logical_not_()): x.float() and x.to(torch.float32) return x itself when it already is "
                 "float32, so an in-place operation on the result writes into the caller's x (which, in a transformer "
-                "block, the residual connection reads again)")
+                "block, the residual connection reads again)"
+                # the same step, with autograd on, is an error on a tensor that requires grad: the cause of the
+                # errors the other checks report
+                + ("" if usual.get("ok") else f". With autograd on, the same call fails: "
+                                              f"{format_exception(usual, name).splitlines()[0]}"))
         atol, rtol = tolerance_for(usual["output"].dtype, spec_tol) if isinstance(usual.get("output"), torch.Tensor) \
             else (0.0, 0.0)
         problem = self_mismatch(got.get("output"), usual.get("output"), atol=atol, rtol=rtol,

@@ -202,6 +202,11 @@ def distribution_problems(sample: "torch.Tensor | Sample", dist: Distribution,
             problems.append(f"{bad} of {n} values differ from {dist.value:g}")
         return problems, facts
 
+    if sigma > 0 and float(s.sorted[0]) == float(s.sorted[-1]):
+        return [f"all {n} values are {float(s.sorted[0]):g}: nothing was drawn (a tensor left as torch.empty or "
+                "torch.Tensor(n, d) made it holds whatever its memory held, often zeros; or a constant fill); "
+                "initialise it in place, as the contract says"], facts
+
     largest = max(abs(float(s.sorted[0])), abs(float(s.sorted[-1])))
     # a million times the distribution's scale: no sampler's tail, nor a plausible slip of units (x1000 has the
     # std message below); memory that was never written

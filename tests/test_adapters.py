@@ -635,7 +635,8 @@ def test_rope_written_as_a_function_fails_the_module_checks_and_passes_the_outpu
     the grader (KeyError: 'structure'), and the device check said "builds the layer it builds". They fail, saying
     no module was built; a dtype check about the output alone is graded on the output."""
     root = planted(tmp_path, "plain", "tests/adapters.py",
-                   "    return layers.RotaryPositionalEmbedding(theta, d_k, max_seq_len)(in_query_or_key, token_positions)",
+                   "    return layers.RotaryPositionalEmbedding(theta, d_k, max_seq_len)(in_query_or_key, "
+                   "token_positions)",
                    "    return layers.rope_fn(d_k, theta, max_seq_len, in_query_or_key, token_positions)")
     with open(root / "cs336_basics" / "layers.py", "a") as f:
         f.write(FUNCTIONAL_ROPE)

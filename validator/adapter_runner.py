@@ -949,9 +949,7 @@ def _located_by_loading(fn, entry: AdaptedEntry, variant: dict, call: dict, devi
 def _module_results(result: dict, want: set, watch: Watch | None, module: nn.Module | None, state: dict,
                     weights: dict, variant: dict, located: dict | None = None) -> None:
     """Structure, initial values, parameters and gradients of the module the adapter built, by contract name."""
-    if module is None:
-        if {"structure", "params"} & want:
-            raise _not_a_module(variant["function"], watch)
+    if module is None:  # (a call that wants its structure or parameters has stopped at _not_a_module already)
         if "param_grads" in want:  # a layer that is no module: its gradients are where its weights went
             result["param_grads"] = _grads_without_a_module(watch, state, weights)
         return

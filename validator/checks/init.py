@@ -245,6 +245,7 @@ def init_reproducible(ctx: Context, check: CheckSpec, p: InitParams) -> str:
     _finite(a, f"{_what(ctx, name, p)} after torch.manual_seed({seed})")
     if not torch.equal(a, b):
         raise CheckFailed(f"torch.manual_seed({seed}) before construction gave different `{p.parameter}` twice: draw "
-                          "the initial values from torch's random generator (no time, no os.urandom, no numpy), and write every "
-                          "one (memory left as torch.empty or torch.Tensor(n, d) made it differs from build to build)")
+                          "the initial values from torch's random generator (no time, no os.urandom, no numpy), and "
+                          "write every one (memory left as torch.empty or torch.Tensor(n, d) made it differs from "
+                          "build to build)")
     return f"torch.manual_seed({seed}) reproduces the weights"

@@ -688,3 +688,55 @@ def test_a_parameter_hard_coded_in_float32_costs_the_dtype_checks_not_the_float6
     got = verdicts(report)
     assert got == {"linear/gradients": "passed", "linear/default_dtype": "failed",
                    "linear/matches_reference": "passed"}, report.challenges[0].checks
+
+
+INLINE_ATTENTION_BLOCK = '''class TransformerBlock(nn.Module):  # attention computed inline, on weights the block holds itself
+    def __init__(self, d_model, num_heads, d_ff, max_seq_len, theta, device=None, dtype=None):
+        super().__init__()
+        self.h = num_heads
+        self.ln1 = RMSNorm(d_model, device=device, dtype=dtype)
+        for name in ("wq", "wk", "wv", "wo"):
+            setattr(self, name, nn.Parameter(torch.randn(d_model, d_model, device=device, dtype=dtype) / d_model))
+        self.rope = RotaryPositionalEmbedding(theta, d_model // num_heads, max_seq_len, device=device)
+        self.ln2 = RMSNorm(d_model, device=device, dtype=dtype)
+        self.ffn = SwiGLU(d_model, d_ff, device=device, dtype=dtype)
+
+    def forward(self, x):
+        *lead, n, d = x.shape
+        h = self.ln1(x)
+        split = lambda t: t.reshape(*lead, n, self.h, d // self.h).transpose(-3, -2)  # noqa: E731
+        q, k, v = split(h @ self.wq.T), split(h @ self.wk.T), split(h @ self.wv.T)
+        positions = torch.arange(n, device=x.device).unsqueeze(-2)
+        q, k = self.rope(q, positions), self.rope(k, positions)
+        mask = torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
+        x = x + scaled_dot_product_attention(q, k, v, mask).transpose(-3, -2).reshape(*lead, n, d) @ self.wo.T
+        return x + self.ffn(self.ln2(x))
+
+
+class _UnusedBlock(nn.Module):
+'''
+
+
+def test_a_block_that_computes_attention_inline_has_no_attention_to_stand_in_for(tmp_path):
+    """A block that holds the attention weights itself and computes attention inline (seen in a real repository,
+    whose attention is a function): the contract allows it, but no sublayer holds the attention weights, so the
+    wiring checks, which replace the sublayers with the grader's stand-ins, cannot be made. They errored; they are
+    not graded, and say why. The block's own values are graded."""
+    root = planted(tmp_path, "plain", "cs336_basics/layers.py", "class TransformerBlock(nn.Module):\n",
+                   INLINE_ATTENTION_BLOCK)
+    adapters = root / "tests" / "adapters.py"
+    old = "    block.load_state_dict(renamed)\n"
+    text = adapters.read_text()
+    assert old in text
+    adapters.write_text(text.replace(old, (
+        "    renamed = {k: v for k, v in renamed.items() if not k.startswith('attn.')}\n"
+        "    renamed.update(wq=weights['attn.q_proj.weight'], wk=weights['attn.k_proj.weight'],\n"
+        "                   wv=weights['attn.v_proj.weight'], wo=weights['attn.output_proj.weight'])\n" + old), 1))
+    report = graded(root, ["transformer_block"], profile="quick",
+                    checks=["matches_reference", "wiring", "wiring_gradient"])
+    checks = {c.id: c for c in report.challenges[0].checks}
+    assert checks["matches_reference"].status == "passed", checks["matches_reference"].message
+    for name in ("wiring", "wiring_gradient"):
+        assert checks[name].status == "skipped" and checks[name].max_score == 0, (name, checks[name])
+        assert "weights of attn are held by the module your adapter built itself" in checks[name].message, \
+            checks[name].message

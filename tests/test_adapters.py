@@ -498,7 +498,7 @@ def test_an_adapter_that_computes_the_output_itself_has_no_layer_to_inspect(tmp_
     assert checks["parameters"].status == "failed", checks["parameters"]  # a verdict on the missing module
     message = checks["parameters"].message
     assert "run_rmsnorm built no module of your package" in message and "must build your layer" in message, message
-    assert "computed in the adapter itself" in message, message
+    assert "computed by a function (the adapter's own code or a function of your package)" in message, message
 
 
 PLAIN_BLOCK = '''class TransformerBlock:  # a plain class that holds modules: no nn.Module

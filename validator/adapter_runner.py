@@ -865,8 +865,8 @@ def _not_a_module(function: str, watch: Watch | None) -> StudentError:
     else:
         message = (f"{function} built no module of your package (none of your nn.Module classes was constructed "
                    "while it ran), so there is no layer to inspect: the adapter must build your layer and call it. "
-                   "Output computed in the adapter itself, or by a library layer (torch.nn.Linear, "
-                   "torch.nn.Embedding...) it builds, is not your layer")
+                   "Output computed by a function (the adapter's own code or a function of your package), or by a "
+                   "library layer (torch.nn.Linear, torch.nn.Embedding...) it builds, is not an nn.Module of yours")
     return StudentError("construct", {"type": NOT_A_MODULE, "mro": [NOT_A_MODULE, "TypeError"], "message": message})
 
 

@@ -690,7 +690,8 @@ def test_a_parameter_hard_coded_in_float32_costs_the_dtype_checks_not_the_float6
                    "linear/matches_reference": "passed"}, report.challenges[0].checks
 
 
-INLINE_ATTENTION_BLOCK = '''class TransformerBlock(nn.Module):  # attention computed inline, on weights the block holds itself
+# attention computed inline, on weights the block holds itself
+INLINE_ATTENTION_BLOCK = '''class TransformerBlock(nn.Module):
     def __init__(self, d_model, num_heads, d_ff, max_seq_len, theta, device=None, dtype=None):
         super().__init__()
         self.h = num_heads
@@ -740,3 +741,53 @@ def test_a_block_that_computes_attention_inline_has_no_attention_to_stand_in_for
         assert checks[name].status == "skipped" and checks[name].max_score == 0, (name, checks[name])
         assert "weights of attn are held by the module your adapter built itself" in checks[name].message, \
             checks[name].message
+
+
+ROWS_IN_A_CONSTRUCTOR = '''
+
+class _Rows(nn.Module):
+    """The whole computation, one query position at a time (causal: its prefix is enough), in a constructor that
+    calls no module's forward (a red-team probe)."""
+    def __init__(self, mha, x, token_positions):
+        super().__init__()
+        *lead, n, d = x.shape
+        split = lambda t: t.reshape(*t.shape[:-1], mha.h, d // mha.h).transpose(-3, -2)  # noqa: E731
+        rope = RotaryPositionalEmbedding.forward.__wrapped__  # the unwatched forward: no forward window opens
+        rows = []
+        for t in range(n):
+            q, k, v = (split(x[..., :t + 1, :] @ lin.W.T) for lin in (mha.q_proj, mha.k_proj, mha.v_proj))
+            if mha.rope is not None:
+                pos = (torch.arange(t + 1) if token_positions is None else token_positions[..., :t + 1]).unsqueeze(-2)
+                q, k = rope(mha.rope, q, pos), rope(mha.rope, k, pos)
+            mask = torch.ones(t + 1, t + 1, dtype=torch.bool).tril()
+            out = scaled_dot_product_attention(q, k, v, mask).transpose(-3, -2).reshape(*lead, t + 1, d)
+            rows.append(out[..., -1:, :] @ mha.output_proj.W.T)
+        self.out = torch.cat(rows, dim=-2)
+
+
+def rowwise(mha, x, token_positions=None):
+    return _Rows(mha, x, token_positions).out
+'''
+
+
+def test_work_done_in_a_constructor_handed_the_input_is_counted_through_its_backward(tmp_path):
+    """A red-team probe: ops in a constructor are left out of the op counts (an initialiser's draws are random in
+    number), so a constructor handed the input could compute the output there, one position at a time, calling
+    no module's forward. Its forward ops are not counted, but a measured run's gradients must be the
+    reference's, so the work carries its autograd graph, and the backward, which is counted wherever its graph
+    was built, grows with the sequence: ``vectorised`` fails."""
+    root = planted(tmp_path, "plain", "cs336_basics/layers.py", "\n\nclass TransformerBlock(nn.Module):\n",
+                   ROWS_IN_A_CONSTRUCTOR + "\n\nclass TransformerBlock(nn.Module):\n")
+    adapters = root / "tests" / "adapters.py"
+    text = adapters.read_text()
+    for args in ("in_features, token_positions", "in_features"):  # with RoPE and without
+        old = f"    return mha({args})\n"
+        assert old in text
+        text = text.replace(old, f"    return layers.rowwise(mha, {args})\n", 1)
+    adapters.write_text(text)
+    report = graded(root, ["multihead_self_attention"], profile="quick", checks=["matches_reference", "vectorised"])
+    checks = {c.id: c for c in report.challenges[0].checks}
+    assert checks["matches_reference"].status == "passed", checks["matches_reference"].message
+    assert checks["vectorised"].status == "failed", checks["vectorised"].message
+    message = checks["vectorised"].message
+    assert "one element (or one vocabulary row) at a time" in message, message

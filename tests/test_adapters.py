@@ -791,3 +791,22 @@ def test_work_done_in_a_constructor_handed_the_input_is_counted_through_its_back
     assert checks["vectorised"].status == "failed", checks["vectorised"].message
     message = checks["vectorised"].message
     assert "one element (or one vocabulary row) at a time" in message, message
+
+
+def test_an_embedding_written_as_a_function_is_measured_for_memory_over_the_whole_call(tmp_path):
+    """An embedding written as a function that builds a one-hot matrix (tokens x vocabulary). A layer that is no
+    module has no forward window, and memory is tracked in the built module's windows and in backward only; the
+    one-hot is still caught there: the gradient of the weights multiplies by its transpose, which torch copies
+    (11.9 MiB more at the larger vocabulary, against 0.2 MiB a weight-sized gradient explains)."""
+    root = planted(tmp_path, "plain", "tests/adapters.py",
+                   '    emb = layers.Embedding(vocab_size, d_model)\n    emb.load_state_dict({"table": weights})\n'
+                   '    return emb(token_ids)\n',
+                   "    one_hot = torch.nn.functional.one_hot(token_ids, vocab_size).to(weights.dtype)\n"
+                   "    return one_hot @ weights\n")
+    report = graded(root, ["token_embedding"], profile="quick",
+                    checks=["matches_reference", "memory_independent_of_vocab"])
+    checks = {c.id: c for c in report.challenges[0].checks}
+    assert checks["matches_reference"].status == "passed", checks["matches_reference"].message
+    check = checks["memory_independent_of_vocab"]
+    assert check.status == "failed", check.message
+    assert "one-hot" in check.message, check.message

@@ -902,3 +902,34 @@ def test_batch_grades_a_cs336_repository_in_the_sandbox(tmp_path):
     if sys.version_info < (3, 12):
         assert "uses syntax this grader's Python" in linear["problem"]
     assert any("cs336_experiment_tracker is not installed" in n for n in dana["notes"])
+
+
+def test_an_import_whose_case_differs_from_the_file_names_the_file(tmp_path):
+    """``from pkg.RoPEModule.RoPE import ...`` where the file is ``RoPEModule/Rope.py`` (seen in a real repository):
+    it works on macOS, whose disks usually ignore case, and failed here with a bare ModuleNotFoundError on every
+    check. The error now names the file that is there."""
+    from validator.worker.imports import StagedPackage
+
+    (tmp_path / "casepkg" / "RoPEModule").mkdir(parents=True)
+    (tmp_path / "casepkg" / "__init__.py").write_text("")
+    (tmp_path / "casepkg" / "RoPEModule" / "__init__.py").write_text("")
+    (tmp_path / "casepkg" / "RoPEModule" / "Rope.py").write_text("VALUE = 1\n")
+    (tmp_path / "casepkg" / "user.py").write_text("from casepkg.RoPEModule.RoPE import VALUE\n")
+    (tmp_path / "casepkg" / "typo.py").write_text("from casepkg.RoPEModule.Rotary import VALUE\n")
+    importer = StagedPackage(tmp_path)
+    importer.install()
+    try:
+        with pytest.raises(ModuleNotFoundError) as caught:
+            importer.import_module("casepkg.user")
+        message = str(caught.value)
+        assert "No module named 'casepkg.RoPEModule.RoPE'" in message, message
+        assert "'RoPE' is asked for, 'Rope.py' is there" in message and "Linux" in message, message
+        with pytest.raises(ModuleNotFoundError) as caught:  # a folder too, asked for directly
+            importer.import_module("casepkg.ropemodule.Rope")
+        assert "'ropemodule' is asked for, 'RoPEModule' is there" in str(caught.value), str(caught.value)
+        with pytest.raises(ModuleNotFoundError) as caught:  # no file of another case: Python's error as it is
+            importer.import_module("casepkg.typo")
+        assert "asked for" not in str(caught.value), str(caught.value)
+        assert importer.import_module("casepkg.RoPEModule.Rope").VALUE == 1
+    finally:
+        importer.uninstall()

@@ -141,11 +141,41 @@ class StagedPackage:
         before = set(sys.modules)
         try:
             return importlib.import_module(name)
-        except BaseException:
+        except BaseException as exc:
             for added in set(sys.modules) - before:
                 if self.is_own(sys.modules.get(added), added):
                     sys.modules.pop(added, None)
+            if isinstance(exc, ModuleNotFoundError):
+                self.explain_case(exc)
             raise
+
+    def explain_case(self, exc: ModuleNotFoundError) -> None:
+        """Add to the error of a module of the package that is not found the file or folder whose name differs from
+        it only in case (``RoPE`` asked for, ``Rope.py`` there): macOS and Windows usually find it, Linux, where
+        the grader runs, does not. Changes the error in place (its traceback stays the author's)."""
+        name = getattr(exc, "name", None)
+        if not isinstance(name, str) or name.partition(".")[0] not in self.own or getattr(exc, "_case_told", False):
+            return
+        folder, shown = self.root, []
+        for part in name.split("."):
+            try:
+                entries = os.listdir(folder)
+            except OSError:
+                return
+            if part in entries or f"{part}.py" in entries:
+                match = part
+            else:
+                match = next((e for e in sorted(entries) if e.lower() in (part.lower(), f"{part.lower()}.py")), None)
+                if match is None:
+                    return
+                shown.append((part, match))
+            folder = os.path.join(folder, match)
+        if not shown:
+            return
+        said = "; ".join(f"{asked!r} is asked for, {found!r} is there" for asked, found in shown)
+        message = (f"{exc.msg} (names differ only in case: {said}. macOS and Windows usually ignore the case of "
+                   "file names, Linux, where the grader runs, does not: write the import as the file is named)")
+        exc.msg, exc.args, exc._case_told = message, (message,), True
 
     def is_own(self, module: Any, name: str) -> bool:
         """A module of the staged package: a file under the root, or a namespace package with a folder there (one
@@ -178,6 +208,7 @@ class StagedPackage:
         except ModuleNotFoundError as exc:
             found = self._placeholder(name, fromlist, level, exc, sys._getframe(1))
             if found is None:
+                self.explain_case(exc)
                 raise
             return found
         if fromlist and not level:

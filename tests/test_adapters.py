@@ -810,3 +810,18 @@ def test_an_embedding_written_as_a_function_is_measured_for_memory_over_the_whol
     check = checks["memory_independent_of_vocab"]
     assert check.status == "failed", check.message
     assert "one-hot" in check.message, check.message
+
+
+def test_positions_the_adapter_ignores_are_named_as_the_cause(tmp_path):
+    """An adapter that calls the layer without the token_positions it is given (seen in two real repositories: the
+    layer then uses 0 .. seq_len-1): the RoPE checks fail, and say that the output is the reference's at the
+    default positions, so the given ones are ignored."""
+    root = planted(tmp_path, "plain", "tests/adapters.py", "    return mha(in_features, token_positions)\n",
+                   "    return mha(in_features)\n")
+    report = graded(root, ["multihead_self_attention"], profile="quick",
+                    checks=["matches_reference", "with_rope", "batched_positions"])
+    checks = {c.id: c for c in report.challenges[0].checks}
+    assert checks["matches_reference"].status == "passed", checks["matches_reference"].message
+    for name in ("with_rope", "batched_positions"):
+        assert checks[name].status == "failed", (name, checks[name].message)
+        assert "the token_positions passed in are ignored" in checks[name].message, checks[name].message

@@ -146,3 +146,20 @@ def test_a_remembering_side_starts_over_when_full():
     for k in range(5):
         side.call("c", dict(CALL, inputs=[{"value": torch.full((2,), float(k)), "requires_grad": False}]))
     assert len(side.known) <= 2
+
+
+def test_a_handout_explains_a_failure_as_official_grading_does():
+    """A values check's `explain` asks the reference about a changed case only where the student fails; the
+    recording asks for every case, so a handout (frozen results only) names the cause too, on RoPE that ignores
+    the positions it is given. (The failing inputs shown may differ: a handout shrinks over recorded cases only.)"""
+    from validator.api import grade
+
+    path = ROOT / "tests" / "implementations" / "rope" / "broken" / "positions_ignored.py"
+    said = {}
+    for mode in ("live", "frozen"):
+        report = grade(path, challenges=["rope"], checks=["matches_reference", "batched_positions"], seed=23,
+                       profile="quick", reference_mode=mode)
+        said[mode] = {c.id: (c.status, c.message) for c in report.challenges[0].checks}
+    for mode in said:
+        for status, message in said[mode].values():
+            assert status == "failed" and "the token_positions passed in are ignored" in message, (mode, message)

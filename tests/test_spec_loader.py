@@ -116,3 +116,17 @@ def test_catalogue_reports_every_broken_file(tmp_path):
     with pytest.raises(SpecError) as err:
         load_catalogue(tmp_path)
     assert "broken_one.yaml" in str(err.value) and "broken_two.yaml" in str(err.value)
+
+
+@pytest.mark.parametrize("explain,message", [
+    ([{"inputs": {"positions": {"arange": True}}, "says": "x"}], "no input named 'positions' under `inputs`"),
+    ([{"inputs": {"token_ids": {"arange": True, "shift": 1}}, "says": "x"}], "an explanation may set"),
+    ([{"inputs": {"token_ids": {"arange": True}}}], "says"),
+])
+def test_a_values_checks_explanation_names_inputs_and_changes_it_knows(tmp_path, explain, message):
+    def mutate(d):
+        check = next(c for c in d["checks"] if c["test"] == "values")
+        check["explain"] = explain
+    path = write_variant(tmp_path, mutate)
+    with pytest.raises(SpecError, match=message):
+        load_challenge(path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal, Optional
 
 import torch
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from validator.cases import case_strategy
 from validator.checks import for_all, register
@@ -215,6 +215,13 @@ def precision_noise(ctx: Context, call: dict, expected: dict, precision: str, te
     return max((relative_error(c, f) for c, f in zip(coarse, fine)), default=0.0)
 
 
+class Explanation(BaseModel):
+    """A likely cause of a values check's failure (``ValuesParams.explain``)."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    inputs: dict[str, dict[str, Any]]
+    says: str
+
+
 class ValuesParams(PrecisionParams):
     tolerance: Optional[dict[str, ToleranceSpec] | str] = None
     # the output's dtype must equal the reference's too (a check whose title names it: "a float64 weight gives
@@ -227,32 +234,67 @@ class ValuesParams(PrecisionParams):
     # Compare with the student's own output for the same case with these inputs instead of with the
     # reference (int32 IDs against int64 ones): the check then sees only the difference it is about.
     baseline: dict[str, dict[str, Any]] = {}
+    # Where the output differs from the reference's: likely causes, each the reference on the same case with some
+    # inputs changed (`inputs`, as `baseline` changes them, or `{arange: true}`: a tensor replaced by 0 .. n-1
+    # along its last dim) and what it means (`says`). An output that equals one of them gets its `says` added
+    # to the failure: "your output is RoPE at positions 0 .. n-1: the token_positions passed are ignored".
+    explain: list[Explanation] = []
 
     def check_against(self, challenge, check):
         problems = super().check_against(challenge, check)
-        for name, override in self.baseline.items():
-            spec = challenge.inputs.get(name)
-            if spec is None:
-                problems.append((("baseline", name), f"no input named {name!r} under `inputs`"))
-            elif set(override) - {"dtype", "value"}:
-                problems.append((("baseline", name), "a baseline may only set `dtype` (tensors) or `value` (options)"))
+        for key, overrides in [("baseline", self.baseline)] + [(("explain", n), e.inputs)
+                                                               for n, e in enumerate(self.explain)]:
+            where = key if isinstance(key, tuple) else (key,)
+            for name, override in overrides.items():
+                spec = challenge.inputs.get(name)
+                if spec is None:
+                    problems.append(((*where, name), f"no input named {name!r} under `inputs`"))
+                elif key == "baseline" and set(override) - {"dtype", "value"}:
+                    problems.append(((*where, name), "a baseline may only set `dtype` (tensors) or `value` (options)"))
+                elif key != "baseline" and (set(override) - {"dtype", "value", "arange"}
+                                            or (override.get("arange") and spec.type == "value")):
+                    problems.append(((*where, name), "an explanation may set `dtype` or `arange: true` (tensors) or "
+                                                     "`value` (options)"))
         return problems
 
 
-def _baseline_case(ctx: Context, case, baseline: dict[str, dict[str, Any]]):
-    """The same case with the baseline's inputs: tensors cast to another dtype, options set to a value."""
+def _changed_case(case, overrides: dict[str, dict[str, Any]]):
+    """The same case with some inputs changed: tensors cast to another dtype (``dtype``) or replaced by
+    0 .. n-1 along their last dim (``arange``), options set to a value (``value``)."""
     from validator.cases import DTYPES
 
     dims, inputs = dict(case.dims), dict(case.inputs)
-    for name, override in baseline.items():
+    for name, override in overrides.items():
         if "dtype" in override and isinstance(inputs.get(name), torch.Tensor):
             inputs[name] = inputs[name].to(DTYPES[override["dtype"]])
+        if override.get("arange") and isinstance(inputs.get(name), torch.Tensor) and inputs[name].dim():
+            t = inputs[name]
+            inputs[name] = torch.arange(t.shape[-1], dtype=t.dtype, device=t.device).expand(t.shape).clone()
         if "value" in override:
             if name in dims:
                 dims[name] = override["value"]
             if name in inputs:
                 inputs[name] = override["value"]
     return case.but(inputs=inputs, dims=dims)
+
+
+def _explained(ctx: Context, check: CheckSpec, p: "ValuesParams", case, got, atol: float, rtol: float) -> str:
+    """The ``says`` of the first of the check's explanations whose changed case's reference output the student's
+    output equals (within the tolerance it missed the reference's by), as a sentence to add; else "". Recording
+    a handout's fixtures asks for every case, so that a handout explains as official grading does; a handout
+    without a result for it explains nothing, and its miss rejects no example (the failure stands)."""
+    for explanation in p.explain:
+        changed = _changed_case(case, explanation.inputs)
+        if all(torch.equal(a, b) if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) else a == b
+               for a, b in ((case.inputs.get(k), changed.inputs.get(k)) for k in explanation.inputs)):
+            continue  # the drawn inputs already were the changed ones: that is not what happened
+        try:
+            ref = ctx.reference_call(case_call(ctx, check, p, changed, ["output"]))["output"]
+        except Exception:  # noqa: BLE001 - a handout without it (never a rejected example): the verdict stands
+            continue
+        if mismatch(got, ref, atol=atol, rtol=rtol, check_dtype=False) is None:
+            return f". {explanation.says}"
+    return ""
 
 
 def _shown_build(ctx: Context, check: CheckSpec, p: CaseParams) -> str:
@@ -290,7 +332,7 @@ def values(ctx: Context, check: CheckSpec, p: ValuesParams) -> str:
             name, _ = entry_of(ctx, check)
             dtype = torch.get_default_dtype()
             both = []
-            for c in (case, _baseline_case(ctx, case, p.baseline)):
+            for c in (case, _changed_case(case, p.baseline)):
                 both.append(run_student(ctx, check, ctx.build_call(
                     name, c, want=["output"], state=_state(ctx, name, c, dtype), train=p.train))["output"])
             got, ref = both
@@ -311,6 +353,9 @@ def values(ctx: Context, check: CheckSpec, p: ValuesParams) -> str:
                     noise = precision_noise(ctx, call, expected, p.precision, lambda result: [result.get("output")])
                     atol = precision_atol(atol, ref, noise, p.precision_margin, p.precision)
                 problem = mismatch(got["output"], ref, atol=atol, rtol=rtol, check_dtype=p.with_dtype)
+                if p.explain and (problem or getattr(ctx.ref, "records", False)):  # (a handout's fixtures hold them)
+                    said = _explained(ctx, check, p, case, got["output"], atol, rtol)
+                    problem = problem and problem + said
         if problem:
             raise CheckFailed(problem + _shown_build(ctx, check, p))
     runs = for_cases(ctx, check, p, body)

@@ -86,6 +86,8 @@ class RecordingReference(LiveReference):
     """
 
     fork_safe = False  # what a forked grader recorded would die with it
+    records = True  # checks that ask the reference more only where the student fails ask it always (see
+    # validator.checks.behaviour._explained): a handout holds those results too
 
     def __init__(self, namespace: dict[str, Any], origin: str | None = None) -> None:
         super().__init__(namespace, origin)

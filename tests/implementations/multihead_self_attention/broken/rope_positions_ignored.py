@@ -6,6 +6,8 @@ import torch
 from torch import nn
 
 MAY_FAIL = ["with_rope", "gradient", "batched_positions", "unbatched_positions", "other_leading_dims"]
+MESSAGES = {"with_rope": "the token_positions passed in are ignored",
+            "batched_positions": "the token_positions passed in are ignored"}
 
 
 class Linear(nn.Module):

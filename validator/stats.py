@@ -177,6 +177,11 @@ class Sample:
                 - self.count_below(t - slack, within=within))
 
 
+INITIALISE_IN_PLACE = ("initialise it in place in the layer's constructor, as the contract says (a model that "
+                       "initialises its layers afterwards, with self.apply(...), leaves a layer built on its own "
+                       "uninitialised)")
+
+
 def distribution_problems(sample: "torch.Tensor | Sample", dist: Distribution,
                           false_failure: float) -> tuple[list[str], list[str]]:
     """Run the sub-tests; return (problems, facts) as sentences for the report."""
@@ -205,15 +210,22 @@ def distribution_problems(sample: "torch.Tensor | Sample", dist: Distribution,
     if sigma > 0 and float(s.sorted[0]) == float(s.sorted[-1]):
         return [f"all {n} values are {float(s.sorted[0]):g}: nothing was drawn (a tensor left as torch.empty or "
                 "torch.Tensor(n, d) made it holds whatever its memory held, often zeros; or a constant fill); "
-                "initialise it in place, as the contract says"], facts
+                + INITIALISE_IN_PLACE], facts
 
     largest = max(abs(float(s.sorted[0])), abs(float(s.sorted[-1])))
     # a million times the distribution's scale: no sampler's tail, nor a plausible slip of units (x1000 has the
     # std message below); memory that was never written
     if sigma > 0 and largest > 1e6 * (abs(mu) + sigma):
         return [f"values as large as {largest:.4g} where the distribution's standard deviation is {sigma:.3g}: the "
-                "tensor looks uninitialised (torch.empty keeps whatever its memory held); initialise it in place, "
-                "as the contract says"], facts
+                "tensor looks uninitialised (torch.empty keeps whatever its memory held); " + INITIALISE_IN_PLACE], \
+            facts
+    # values within 1e-30 of zero but not zero: no sampler of a scale above that draws one (its chance is ~1e-30 /
+    # scale a value), leftover memory (denormals, bits of integers read as floats) holds them often
+    tiny = int(((s.raw != 0) & (s.raw.abs() < 1e-30)).sum()) if sigma > 1e-20 else 0
+    if tiny:
+        return [f"{tiny} of {n} values are nonzero yet within 1e-30 of zero (min {float(s.sorted[0]):.4g}, max "
+                f"{float(s.sorted[-1]):.4g}), which no draw makes: the tensor looks uninitialised (torch.empty keeps "
+                "whatever its memory held); " + INITIALISE_IN_PLACE], facts
 
     lo, hi = dist.support()
     slack = _bound_slack(lo, hi)

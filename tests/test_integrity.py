@@ -50,9 +50,16 @@ def test_unused_forbidden_import_is_advice_and_a_use_is_a_finding():
     ("import importlib.metadata as md\nread = md\n", 2, "dynamic_code"),
     ("from importlib.resources import files\nname = 'p' + 'kg'\nroot = files(name)\n", 3, "dynamic_code"),
     ("import importlib.resources as r\nreader = r.files\n", 2, "dynamic_code"),
+    # find_spec kept, called with a computed name, or its spec used: not a probe
+    ("import importlib.util\nspec = importlib.util.find_spec('torch')\n", 2, "dynamic_code"),
+    ("import importlib.util\nname = 'to' + 'rch'\nok = importlib.util.find_spec(name) is not None\n", 3,
+     "dynamic_code"),
+    ("from importlib.util import find_spec\nloader = find_spec('torch').loader\n", 2, "dynamic_code"),
     ("import torch\nm = torch._C._get_dispatch_mode(None)\n", 2, "torch_internals"),
     ("from torch.utils._python_dispatch import _pop_mode\n_pop_mode()\n", 2, "torch_internals"),
     ("import torch\nf = torch.overrides.get_ignored_functions\n", 2, "torch_internals"),
+    ("import torch\np = torch.profiler.profile()\n", 2, "torch_internals"),
+    ("from torch.autograd import profiler\nprofiler.profile().__exit__(None, None, None)\n", 2, "torch_internals"),
     ("import gc\ngc.get_objects()\n", 2, "gc"),
     ("import inspect\ninspect.stack()\n", 2, "inspect"),
     ("import sys\nf = sys._getframe(1)\n", 2, "frames"),
@@ -70,7 +77,14 @@ def test_constructs_are_found_with_their_line(src, line, what):
     'import importlib.metadata\n',
     'import importlib.resources\ntext = importlib.resources.files(__package__).joinpath("vocab.txt").read_text()\n',
     'from importlib.resources import files\ntext = (files("cs336_basics") / "vocab.txt").read_text()\n',
-], ids=["cs336_version", "version_or_none", "from_importlib", "unused", "own_resources", "literal_resources"])
+    # a switch to a compiled backend (a real repository's BPE merges): one bool, nothing run
+    'import importlib.util\nnative_available = importlib.util.find_spec("cs336_native") is not None\n',
+    'from importlib.util import find_spec\nif find_spec("triton") is None:\n    triton = None\n',
+    'from torch.profiler import record_function\ndef f(x):\n    with record_function("qkv"):\n        return x\n',
+    'import torch\ndef f(x):\n    with torch.autograd.profiler.record_function("qkv"):\n        return x\n',
+    'import torch\nACTIVITY = torch.profiler.ProfilerActivity.CPU\n',
+], ids=["cs336_version", "version_or_none", "from_importlib", "unused", "own_resources", "literal_resources",
+        "probe", "probe_from_import", "record_function", "autograd_record_function", "profiler_activity"])
 def test_reading_package_metadata_and_resources_is_not_dynamic_code(src):
     assert scan_source(src, BANNED) == []
 
@@ -81,6 +95,14 @@ def test_a_module_a_resource_read_names_is_scanned_like_an_import():
              "pkg/data/__init__.py": b"import threading\nthreading.Thread(target=print).start()\n"}
     found = scan_package(files, ["pkg.model"], [])
     assert [(f.file, f.line, f.what) for f in found] == [("pkg/data/__init__.py", 2, "threads")]
+
+
+def test_a_probe_for_a_dotted_module_scans_its_parent_like_an_import():
+    """``find_spec("pkg.fast") is None`` imports ``pkg`` to search it: that package is followed like an import."""
+    files = {"pkg/__init__.py": b"import threading\nthreading.Thread(target=print).start()\n",
+             "layers.py": b'import importlib.util\nFAST = importlib.util.find_spec("pkg.fast") is not None\n'}
+    found = scan_package(files, ["layers"], [])
+    assert [(f.file, f.line, f.what) for f in found] == [("pkg/__init__.py", 2, "threads")]
 
 
 def test_literal_getattr_on_a_module_is_the_attribute_itself():
@@ -796,3 +818,24 @@ def test_the_challenge_page_lists_what_a_solution_may_use():
     wider = challenge.model_copy(update={"forbidden": challenge.forbidden.model_copy(
         update={"allowed": challenge.forbidden.allowed.model_copy(update={"add": ["scipy.special"]})})})
     assert "`scipy.special`" in challenge_page(wider, {})
+
+
+def test_what_importing_a_module_runs_is_judged_for_constructs_not_for_the_allowlist():
+    """A module the adapters import for another test sets up logging (loguru) and a device helper (torch.cuda as a
+    value) when it is imported (a real repository lost 10 points and was sent for review). The allowlist says what
+    a solution may use: judged in the code the layer's own calls name, advice in what importing runs besides.
+    Constructs (here a thread) stay judged wherever they run; the layer's own use of loguru is judged too."""
+    files = {"pkg/__init__.py": b"",
+             "pkg/setup.py": b"import threading\nimport torch\nfrom loguru import logger\nlogger.info('ready')\n"
+                             b"threading.Thread(target=print).start()\n\ndef accel():\n    return torch.cuda\n\n"
+                             b"ACCEL = accel()\n",
+             "pkg/model.py": b"import torch\nfrom pkg import setup\nfrom loguru import logger\n\n"
+                             b"def lookup(ids, w):\n    return w[ids]\n\ndef logged(ids, w):\n    logger.info('x')\n"
+                             b"    return w[ids]\n"}
+    found = scan_package(files, ["pkg.model"], BANNED, entries=[("pkg.model", "lookup")])
+    assert sorted((f.file, f.line, f.what, f.reachable) for f in found) == [
+        ("pkg/model.py", 9, "not_allowed", False),  # a function the layer never calls
+        ("pkg/setup.py", 4, "not_allowed", False), ("pkg/setup.py", 5, "threads", True),
+        ("pkg/setup.py", 8, "module_value", False)], found
+    found = scan_package(files, ["pkg.model"], BANNED, entries=[("pkg.model", "logged")])
+    assert ("pkg/model.py", 9, "not_allowed", True) in [(f.file, f.line, f.what, f.reachable) for f in found], found

@@ -85,6 +85,10 @@ NOT_CONSTRUCTS: tuple[str, ...] = (
     "importlib.metadata.version", "importlib.metadata.metadata", "importlib.metadata.requires",
     "importlib.metadata.files", "importlib.metadata.packages_distributions", "importlib.metadata.PackageNotFoundError",
     "importlib.resources.as_file",
+    # a named range around the layer's own code (a real repository marks its attention's steps): it starts no
+    # profiler and stops none, and the grader's cross-check reads a student's range as the range it is
+    "torch.profiler.record_function", "torch.autograd.profiler.record_function",
+    "torch.profiler.ProfilerActivity",  # an enum of what a profiler would record (a device helper's constant)
 )
 # importlib.resources readers import the package they are given by name: a literal name is followed like an
 # import, the module's own name (__name__, __package__) is no import at all, any other name is dynamic code.
@@ -555,6 +559,7 @@ class _Collector:
         self.attrs: set[tuple[int, str, tuple[str, ...] | None]] = set()
         self.constructs: set[tuple[int, str, str]] = set()
         self.followed: list[str] = []          # modules named by literal strings that a call imports
+        self.probes: set[int] = set()          # the called names of availability probes (see probe)
         self.bindings: dict[str, list[ast.AST | None]] = {}  # name -> values bound to it (None: not known)
         self.alias_values: set[int] = set()    # value nodes of `name = module.attr` aliases
         self.bound_targets: set[int] = set()   # Name targets whose bound value is recorded
@@ -829,6 +834,7 @@ class _Collector:
                 inner.add(id(node.value))
             elif isinstance(node, ast.Call):
                 called.add(id(node.func))
+                self.probe(node)
             elif isinstance(node, ast.ClassDef):
                 node._resolved_bases = tuple(self.base_name(b) for b in node.bases)  # read by self_bases
                 for stmt in node.body:
@@ -905,7 +911,9 @@ class _Collector:
             dotted = dotted_name(node)
             name = self.resolve(dotted) if dotted else None
             whole = id(node) not in inner
-            if name is not None:
+            if name is not None and id(node) in self.probes:
+                pass  # find_spec("name") is None: a probe whose answer is one bool (what it imports is followed)
+            elif name is not None:
                 value = whole and self.value_use(node, called)
                 self.names.add((node.lineno, name, whole, value))
                 if whole and id(node) not in called and name in _RESOURCE_READERS:
@@ -1010,6 +1018,25 @@ class _Collector:
         for value in values if isinstance(values, frozenset) else ():
             if isinstance(value, str):
                 self.attrs.add((line, value, self.self_bases(target)))
+
+    def probe(self, node: ast.Call) -> None:
+        """``importlib.util.find_spec("name") is not None`` (CS336 repositories switch to a compiled backend so): no
+        dynamic code where the spec is only compared with None and the name is a literal. A dotted name imports
+        its parent packages, which are followed like an import; the module itself is only found, never run."""
+        func = dotted_name(node.func)
+        if func is None or self.resolve(func) != "importlib.util.find_spec" or node.keywords or len(node.args) != 1:
+            return
+        name = node.args[0]
+        parent = self.parents.get(id(node))
+        if not (isinstance(name, ast.Constant) and isinstance(name.value, str) and name.value
+                and isinstance(parent, ast.Compare) and len(parent.ops) == 1
+                and isinstance(parent.ops[0], (ast.Is, ast.IsNot))
+                and any(isinstance(side, ast.Constant) and side.value is None
+                        for side in (parent.left, *parent.comparators))):
+            return
+        self.probes.add(id(node.func))
+        if "." in name.value:
+            self.followed.append(name.value.rpartition(".")[0])
 
     def resource_read(self, node: ast.Call) -> None:
         """``importlib.resources.files(anchor)`` imports ``anchor`` when it names a module: follow a literal name
@@ -1302,7 +1329,21 @@ def _judge_reach(findings: list[Finding], sources: list[Source], roots: list[tup
     lines = reachable_lines(sources, roots)
     if lines is None:
         return findings
-    return [f if f.line in lines.get(f.file, ()) else dataclasses.replace(f, reachable=False) for f in findings]
+    judged = [f if f.line in lines.get(f.file, ()) else dataclasses.replace(f, reachable=False) for f in findings]
+    if not any(f.reachable and f.what in _SOLUTION_ONLY for f in judged):
+        return judged
+    called = reachable_lines(sources, roots, effects=False)
+    if called is None:
+        return judged
+    return [dataclasses.replace(f, reachable=False)
+            if f.reachable and f.what in _SOLUTION_ONLY and f.line not in called.get(f.file, ()) else f
+            for f in judged]
+
+
+# What a solution may use, not what may tamper: judged in the code the layer's own calls name. What importing a
+# module runs besides (a tokenizer module's loguru set-up, a device helper that hands torch.cuda around, in
+# modules the adapters import for other tests) is advice there; constructs stay judged wherever they run.
+_SOLUTION_ONLY = frozenset({"not_allowed", "module_value"})
 
 
 def _own_names(names, policy: Allowlist, banned: tuple[str, ...]) -> frozenset[str]:

@@ -251,7 +251,8 @@ def _ref_actions(mod: _Module, node: ast.AST) -> list[tuple[str, object]]:
 
 
 class _Reach:
-    def __init__(self, sources: list[Source]):
+    def __init__(self, sources: list[Source], effects: bool = True):
+        self.effects = effects  # False: what importing a module runs is left out (see reachable_lines)
         self.modules = {s.module: _index(s) for s in sources}
         self.lines: dict[str, set[int]] = {s.file: set() for s in sources}
         self.done: set[int] = set()
@@ -324,7 +325,7 @@ class _Reach:
             if ".".join(parts[:i]) in self.modules:
                 self.enter(".".join(parts[:i]))
         mod = self.modules.get(module)
-        if mod is None:
+        if mod is None or not self.effects:
             return
         self.lines[mod.source.file].update(mod.import_lines)
         for node in mod.effects:
@@ -441,19 +442,23 @@ def dotted_name(node: ast.AST) -> str | None:
     return None
 
 
-def reachable_lines(sources: list[Source], roots: list[tuple[str, str]]) -> dict[str, frozenset[int]] | None:
+def reachable_lines(sources: list[Source], roots: list[tuple[str, str]], *, effects: bool = True
+                    ) -> dict[str, frozenset[int]] | None:
     """File -> the lines the ``roots`` (``(module, name)`` pairs) may run; None where that cannot be told
     from the source (an entry it does not define, names looked up at run time): judge every line then.
+    ``effects=False``: only what the roots' own code names, not what importing a module runs besides (a
+    tokenizer module's logging set-up, imported by the adapters for another test).
 
     Remembered for the last few (sources, roots): a challenge's source checks (its forbidden names, its unused
     imports, the integrity scan) ask the same question of the same files."""
-    return _reachable(tuple(sources), tuple((str(m), str(n)) for m, n in roots))
+    return _reachable(tuple(sources), tuple((str(m), str(n)) for m, n in roots), effects)
 
 
 @functools.lru_cache(maxsize=32)
-def _reachable(sources: tuple[Source, ...], roots: tuple[tuple[str, str], ...]) -> dict[str, frozenset[int]] | None:
+def _reachable(sources: tuple[Source, ...], roots: tuple[tuple[str, str], ...], effects: bool = True
+               ) -> dict[str, frozenset[int]] | None:
     try:
-        lines = _Reach(list(sources)).run(list(roots))
+        lines = _Reach(list(sources), effects).run(list(roots))
     except (SyntaxError, RecursionError, ValueError):
         return None
     return None if lines is None else {file: frozenset(found) for file, found in lines.items()}

@@ -825,3 +825,19 @@ def test_positions_the_adapter_ignores_are_named_as_the_cause(tmp_path):
     for name in ("with_rope", "batched_positions"):
         assert checks[name].status == "failed", (name, checks[name].message)
         assert "the token_positions passed in are ignored" in checks[name].message, checks[name].message
+
+
+def test_an_adapter_whose_signature_lost_a_parameter_is_told_so_at_its_def_line(tmp_path):
+    """An adapter with token_positions removed from its signature (seen in a real repository): the call itself
+    raised TypeError, reported as "no line of your file is on the stack: raised inside PyTorch or Python", with a
+    RoPE hint. It now says that the signature is not the handout's, at the adapter's def line."""
+    old = "                                           v_proj_weight, o_proj_weight, in_features, token_positions=None):\n"
+    root = planted(tmp_path, "plain", "tests/adapters.py", old,
+                   "                                           v_proj_weight, o_proj_weight, in_features):\n"
+                   "    token_positions = None\n")
+    report = graded(root, ["multihead_self_attention"], profile="quick", checks=["with_rope"])
+    [check] = report.challenges[0].checks
+    assert check.status == "error", check
+    assert "keep the handout's signature" in check.message and "token_positions" in check.message, check.message
+    assert "tests/adapters.py:39 in run_multihead_self_attention_with_rope" in check.message, check.message
+    assert "no line of your file" not in check.message, check.message

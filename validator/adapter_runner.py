@@ -43,6 +43,7 @@ import builtins
 import contextlib
 import functools
 import inspect
+import linecache
 import os
 import secrets
 import sys
@@ -774,7 +775,10 @@ def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None)
                     recorder.uncounted.clear()
                 with _watching(watch), (torch.no_grad() if call.get("inference") else contextlib.nullcontext()):
                     try:
-                        output = runner._stage("forward", origin, _until_aborted, fn, kwargs)
+                        try:
+                            output = runner._stage("forward", origin, _until_aborted, fn, kwargs)
+                        except StudentError as err:
+                            raise _signature_error(fn, kwargs, variant["function"], err, origin) or err
                     except StudentError as err:
                         # a construct-only call has what it came for once a module is built: what the adapter
                         # does next (loading weights that do not fit a meta or float64 build) is not graded here.
@@ -900,6 +904,36 @@ def _parts_message(function: str, parts: list[tuple[nn.Module, str]]) -> str:
     return (f"{function} ran the forward of {names} from {' and '.join(callers)}, and {held} all the weights it "
             f"was given: {'they are parts' if len(parts) > 1 else 'it is a part'} of a layer that is not a module, "
             f"so there is no layer to inspect (its parameters, dtype and device). {what}")
+
+
+def _signature_error(fn, kwargs: dict, function: str, err: StudentError, origin: str | None) -> StudentError | None:
+    """The error of an adapter whose signature is not the handout's (a parameter removed or renamed): the call
+    itself raised TypeError before any line of it ran, which said "no line of your file is on the stack". Named
+    as what it is, at the adapter's ``def`` line; None for any other error."""
+    if err.info.get("type") != "TypeError" or err.info.get("where"):
+        return None
+    try:
+        signature = inspect.signature(fn)
+        signature.bind(**kwargs)
+        return None
+    except TypeError as exc:
+        problem = str(exc)
+    except ValueError:  # no signature to read
+        return None
+    code = getattr(fn, "__code__", None)
+    where = []
+    if code is not None:
+        filename = code.co_filename
+        shown = filename[len(origin):] if origin and filename.startswith(origin) else filename
+        try:
+            line_text = linecache.getline(filename, code.co_firstlineno).strip()
+        except Exception:  # noqa: BLE001
+            line_text = ""
+        where = [{"file": shown, "line": code.co_firstlineno, "function": function, "code": line_text[:200]}]
+    message = (f"the grader calls {function}({', '.join(f'{k}=...' for k in kwargs)}) as the course's tests do, and "
+               f"your {function}{signature} cannot take that ({problem}): keep the handout's signature")
+    return StudentError("forward", {"type": "TypeError", "mro": ["TypeError", "Exception"], "message": message,
+                                    "where": where, "student_frames": bool(where)})
 
 
 def _until_aborted(fn, kwargs: dict) -> Any:

@@ -933,3 +933,37 @@ def test_an_import_whose_case_differs_from_the_file_names_the_file(tmp_path):
         assert importer.import_module("casepkg.RoPEModule.Rope").VALUE == 1
     finally:
         importer.uninstall()
+
+
+def test_a_compiled_extension_of_the_package_held_as_a_stub_gets_a_placeholder(tmp_path):
+    """``from . import cpp_extensions`` in a package's __init__, where the submission holds cpp_extensions.pyi and C++
+    sources built by the author's CMake (a real repository): Python said "cannot import name ... partially
+    initialized module (most likely due to a circular import)" and every check scored 0. The grader builds no
+    compiled code: the extension gets a placeholder, the layers that never use it import, and a note says why."""
+    from validator.worker.imports import StagedPackage
+
+    pkg = tmp_path / "extpkg"
+    (pkg / "csrc").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from . import cpp_extensions\nfrom .layers import double\n")
+    (pkg / "cpp_extensions.pyi").write_text("def hello() -> None: ...\n")
+    (pkg / "csrc" / "ext.cpp").write_text("// built by CMake\n")
+    (pkg / "layers.py").write_text("def double(x):\n    return 2 * x\n")
+    (pkg / "tokenizer.py").write_text("from extpkg.cpp_extensions import hello\n\ndef run():\n    return hello()\n")
+    (pkg / "guarded.py").write_text("try:\n    from . import fast\nexcept ImportError:\n    fast = None\n")
+    (pkg / "fast.pyi").write_text("")
+    importer = StagedPackage(tmp_path)
+    importer.install()
+    try:
+        package = importer.import_module("extpkg")
+        assert package.double(3) == 6
+        assert importer.import_module("extpkg.guarded").fast is None  # the author's fallback runs
+        tokenizer = importer.import_module("extpkg.tokenizer")
+        with pytest.raises(ModuleNotFoundError, match="extpkg.cpp_extensions"):
+            tokenizer.run()
+        notes = " ".join(importer.notes())
+        assert "extpkg.cpp_extensions is a compiled extension of your package" in notes, notes
+        assert "extpkg/__init__.py line 1" in notes and "fast" not in notes, notes
+        with pytest.raises(ModuleNotFoundError):  # a module that is not there at all: Python's error, as before
+            importer.import_module("extpkg.nothing")
+    finally:
+        importer.uninstall()

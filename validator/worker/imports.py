@@ -38,6 +38,7 @@ import ast
 import builtins
 import importlib
 import importlib.machinery
+import importlib.util
 import os
 import re
 import sys
@@ -74,6 +75,7 @@ class StagedPackage:
         self.missing: dict[str, list[tuple[str, int]]] = {}  # placeholder module -> where imported: (file, line)
         self.missing_names: dict[str, list[tuple[str, int]]] = {}  # "module.name" an installed module lacks -> where
         self.backported: set[str] = set()  # "typing.name"s this Python lacks, taken from typing_extensions
+        self.compiled: dict[str, list[tuple[str, int]]] = {}  # an own compiled extension not built -> where imported
         self._modules: dict[tuple[str, str], MissingModule] = {}  # (importing file, module) -> its placeholder
         self._guards: dict[str, list[tuple[int, int]]] = {}
         self._real_import = builtins.__import__
@@ -205,12 +207,24 @@ class StagedPackage:
     def _import(self, name, globals=None, locals=None, fromlist=(), level=0):  # noqa: A002 - __import__'s signature
         try:
             module = self._real_import(name, globals, locals, fromlist, level)
-        except ModuleNotFoundError as exc:
-            found = self._placeholder(name, fromlist, level, exc, sys._getframe(1))
+        except ImportError as exc:
+            frame = sys._getframe(1)
+            found = self._placeholder(name, fromlist, level, exc, frame) \
+                if isinstance(exc, ModuleNotFoundError) else None
             if found is None:
-                self.explain_case(exc)
+                found = self._compiled(name, globals, fromlist, level, frame)
+            if found is None:
+                if isinstance(exc, ModuleNotFoundError):
+                    self.explain_case(exc)
                 raise
             return found
+        own = fromlist and isinstance(getattr(module, "__name__", None), str) and module.__name__.partition(".")[0] \
+            in self.own and self.is_own(module, module.__name__)
+        if own:
+            lacking = [n for n in fromlist if isinstance(n, str) and n != "*" and not hasattr(module, n)]
+            if lacking:  # `from . import ext`: no submodule was found; Python looks for an attribute next
+                self._compiled(module.__name__, None, lacking, 0, sys._getframe(1))
+            return module
         if fromlist and not level:
             lacking = [n for n in fromlist if isinstance(n, str) and n != "*" and not hasattr(module, n)
                        and f"{getattr(module, '__name__', '')}.{n}" not in sys.modules]  # (as `from` itself looks)
@@ -260,6 +274,50 @@ class StagedPackage:
         module = self._module(name, *where)
         return module if fromlist else self._modules[where[0], missing]
 
+    def _compiled(self, name: str, globals, fromlist, level: int, frame) -> Any:
+        """For an import of a compiled extension of the package itself that the submission holds only as a stub
+        or sources (``cpp_extensions.pyi`` and C++ beside it, built by the author's CMake): the grader builds and
+        loads no compiled code, so it gets a placeholder, as a module the environment lacks does, and the layers
+        that never use it are graded (a real repository's __init__ imported one: every check scored 0). None for
+        anything else, and for an import the author guards with ``try: ... except ImportError``."""
+        try:
+            package = (globals or {}).get("__package__") if level else None
+            base = importlib.util.resolve_name("." * level + (name or ""), package) if level else name
+        except (ImportError, ValueError, TypeError, AttributeError):
+            return None
+        if not isinstance(base, str) or base.partition(".")[0] not in self.own:
+            return None
+        if self._compiled_only(base):  # `import pkg.ext`, `from pkg.ext import f`
+            missing = [base]
+        else:  # `from pkg import ext`
+            missing = [f"{base}.{n}" for n in fromlist or () if isinstance(n, str) and n != "*"
+                       and f"{base}.{n}" not in sys.modules and self._compiled_only(f"{base}.{n}")]
+        if not missing or self._guarded(frame.f_code.co_filename, frame.f_lineno):
+            return None
+        where = (self.relative(frame.f_code.co_filename), frame.f_lineno)
+        for dotted in missing:
+            placeholder = MissingModule(dotted, dotted, f"{where[0]} line {where[1]}", compiled=True)
+            seen = self.compiled.setdefault(dotted, [])
+            if where not in seen and len(seen) < MAX_WHERE:
+                seen.append(where)
+            parent = sys.modules.get(dotted.rpartition(".")[0])
+            if parent is not None:
+                setattr(parent, dotted.rpartition(".")[2], placeholder)
+            if dotted == base:  # `import pkg.ext` / `from pkg.ext import f`: the placeholder is what it names
+                return placeholder if fromlist else sys.modules.get(base.partition(".")[0], placeholder)
+        return sys.modules.get(base) or self._real_import(name, globals, None, (), level)
+
+    def _compiled_only(self, dotted: str) -> bool:
+        """Whether a module of the package exists only as a compiled extension's stub or sources."""
+        folder, _, leaf = os.path.join(self.root, *dotted.split(".")).rpartition(os.sep)
+        try:
+            entries = os.listdir(folder)
+        except OSError:
+            return False
+        if f"{leaf}.py" in entries or leaf in entries:
+            return False
+        return any(e.startswith(f"{leaf}.") and e.rpartition(".")[2] in _COMPILED_SUFFIXES for e in entries)
+
     def _module(self, name: str, file: str, line: int) -> "MissingModule":
         """The placeholder for ``name`` that ``file`` gets (its errors name the line that first imported it)."""
         parts = name.split(".")
@@ -293,6 +351,11 @@ class StagedPackage:
         if len(self.missing) > MAX_NOTED:
             out.append(f"{len(self.missing) - MAX_NOTED} more modules the grader's environment lacks were "
                        "replaced by placeholders")
+        for module, where in sorted(self.compiled.items())[:MAX_NOTED]:
+            said = ", ".join(f"{f} line {n}" for f, n in where)
+            out.append(f"{module} is a compiled extension of your package that the submission holds only as a stub or "
+                       f"sources; the grader builds and loads no compiled code, so importing it in {said} gave a "
+                       f"placeholder so that grading goes on; code that uses {module} fails with an error naming it")
         if self.backported:
             out.append(f"this Python ({sys.version.split()[0]}) has no {', '.join(sorted(self.backported))}: "
                        "typing_extensions' backport of each was used, which behaves the same")
@@ -444,11 +507,18 @@ def _placeholder_class(module: str, qualname: str, top: str, where: str, what: s
                                "_missing_where": where, "_missing_what": what, "__slots__": ()})
 
 
-class MissingModule(types.ModuleType):
-    """A module the grader's environment does not have; every attribute is a placeholder class."""
+# what a compiled extension's stub, binary or sources are named (cpp_extensions.pyi, .cpython-311-x86_64-linux-gnu.so)
+_COMPILED_SUFFIXES = frozenset({"pyi", "so", "pyd", "dylib", "c", "cc", "cpp", "cxx", "cu", "rs", "pyx"})
 
-    def __init__(self, name: str, top: str, where: str):
-        super().__init__(name, f"placeholder: module {top!r} is not installed in the grader's environment")
+
+class MissingModule(types.ModuleType):
+    """A module the grader's environment does not have (or a compiled extension of the package it does not build);
+    every attribute is a placeholder class."""
+
+    def __init__(self, name: str, top: str, where: str, compiled: bool = False):
+        why = "a compiled extension the grader does not build" if compiled \
+            else "not installed in the grader's environment"
+        super().__init__(name, f"placeholder: module {top!r} is {why}")
         self.__dict__["_missing_module"] = top
         self.__dict__["_missing_where"] = where
 

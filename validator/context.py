@@ -65,6 +65,14 @@ def is_grader_failure(result: dict) -> bool:
     return not result.get("ok", True) and result.get("stage") in GRADER_STAGES
 
 
+# torch's words for a mistake, and what they mean in a layer (appended to the error where they appear)
+_TORCH_HINTS = (
+    ("a leaf Variable that requires grad is being used in an in-place operation",
+     "your code changes a tensor that needs gradients in place: an input it was given (x -= x.max(...)) or a "
+     "parameter; compute into a new tensor instead (x = x - ...): a layer leaves its inputs as they are"),
+)
+
+
 def format_exception(result: dict, entry: str) -> str:
     entry = result.get("entry_label") or entry  # a package's own name for it (set in the grader, see Context)
     info = result.get("exception") or {}
@@ -79,6 +87,7 @@ def format_exception(result: dict, entry: str) -> str:
              "to_device": "moving the layer with .to(device) raised",
              "stand_ins": "the grader's stand-in sublayers could not be used:"}.get(stage, f"{stage} raised")
     text = f"{doing} {info.get('type', 'an exception')}: {info.get('message', '')}".rstrip(": ")
+    text += "".join(f" ({hint})" for needle, hint in _TORCH_HINTS if needle in str(info.get("message", "")))
     where = [w for w in info.get("where", []) if w.get("line")]
     if where:
         last = where[-1]

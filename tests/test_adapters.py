@@ -831,13 +831,29 @@ def test_an_adapter_whose_signature_lost_a_parameter_is_told_so_at_its_def_line(
     """An adapter with token_positions removed from its signature (seen in a real repository): the call itself
     raised TypeError, reported as "no line of your file is on the stack: raised inside PyTorch or Python", with a
     RoPE hint. It now says that the signature is not the handout's, at the adapter's def line."""
-    old = "                                           v_proj_weight, o_proj_weight, in_features, token_positions=None):\n"
-    root = planted(tmp_path, "plain", "tests/adapters.py", old,
-                   "                                           v_proj_weight, o_proj_weight, in_features):\n"
-                   "    token_positions = None\n")
-    report = graded(root, ["multihead_self_attention"], profile="quick", checks=["with_rope"])
-    [check] = report.challenges[0].checks
+    indent = " " * 43
+    root = planted(tmp_path, "plain", "tests/adapters.py",
+                   f"{indent}v_proj_weight, o_proj_weight, in_features, token_positions=None):\n",
+                   f"{indent}v_proj_weight, o_proj_weight, in_features):\n    token_positions = None\n")
+    report = graded(root, ["multihead_self_attention"], profile="quick",
+                    checks=["with_rope", "rope_adds_no_parameters"])
+    check, structure = report.challenges[0].checks
+    # a check that only builds the layer said "built no module of your package": it is the same error
+    assert structure.status == "error" and "keep the handout's signature" in structure.message, structure.message
     assert check.status == "error", check
     assert "keep the handout's signature" in check.message and "token_positions" in check.message, check.message
     assert "tests/adapters.py:39 in run_multihead_self_attention_with_rope" in check.message, check.message
     assert "no line of your file" not in check.message, check.message
+
+
+def test_a_package_that_does_not_import_is_graded_out_of_the_same_total(tmp_path):
+    """A check that cannot be made through the adapters is worth 0 (not graded); where the package failed to import,
+    every check became an error worth its points, so a broken package was graded out of more (305 against 275 in
+    a real repository). It stays not graded."""
+    root = planted(tmp_path, "plain", "cs336_basics/layers.py", "import math\n", "import math\nfrom . import gone\n")
+    report = graded(root, ["multihead_self_attention"], profile="quick", checks=["with_rope", "default_positions"])
+    checks = {c.id: c for c in report.challenges[0].checks}
+    assert checks["with_rope"].status == "error", checks["with_rope"]
+    assert checks["default_positions"].status == "skipped" and checks["default_positions"].max_score == 0, \
+        checks["default_positions"]
+    assert "not graded through tests/adapters.py" in checks["default_positions"].message

@@ -858,8 +858,9 @@ def _execute(entry: AdaptedEntry, variant: dict, call: dict, origin: str | None)
 
 def _every_call_fails(info: dict) -> bool:
     """An error every call of the adapter meets, whatever it is for: the stub's NotImplementedError, a package that
-    does not import."""
-    return bool({"NotImplementedError", "ImportError", "SyntaxError"} & set(info.get("mro") or []))
+    does not import, a signature that cannot take the course's arguments."""
+    return bool({"NotImplementedError", "ImportError", "SyntaxError"} & set(info.get("mro") or [])) \
+        or bool(info.get("signature"))
 
 
 def _not_a_module(function: str, watch: Watch | None) -> StudentError:
@@ -933,7 +934,7 @@ def _signature_error(fn, kwargs: dict, function: str, err: StudentError, origin:
     message = (f"the grader calls {function}({', '.join(f'{k}=...' for k in kwargs)}) as the course's tests do, and "
                f"your {function}{signature} cannot take that ({problem}): keep the handout's signature")
     return StudentError("forward", {"type": "TypeError", "mro": ["TypeError", "Exception"], "message": message,
-                                    "where": where, "student_frames": bool(where)})
+                                    "where": where, "student_frames": bool(where), "signature": True})
 
 
 def _until_aborted(fn, kwargs: dict) -> Any:

@@ -112,6 +112,15 @@ def _probe(ctx: Context) -> str | None:
     return None
 
 
+def _not_through_adapter(ctx: Context, check: CheckSpec) -> str | None:
+    """Why a check cannot be made through the package's tests/adapters.py (its spec says so), or None."""
+    why_not = check.not_through_adapter or checks.get(check.test).not_through_adapter
+    entry_name = ctx.challenge.entry_for(check)[0]
+    if why_not and ctx.adapted(entry_name):
+        return why_not.format(function=ctx.target(entry_name).attr)
+    return None
+
+
 def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckResult:
     test = checks.get(check.test)
     params = checks.params_of(check)
@@ -127,10 +136,9 @@ def run_check(ctx: Context, check: CheckSpec, student_arg: str | None) -> CheckR
     ctx.worker.current_check = f"{ctx.challenge.id}/{check.id}"  # named if a call times out (worker.request)
     ctx.figures = []
     try:
-        entry_name = ctx.challenge.entry_for(check)[0]
-        why_not = check.not_through_adapter or test.not_through_adapter
-        if why_not and ctx.adapted(entry_name):
-            raise NotGraded(why_not.format(function=ctx.target(entry_name).attr))
+        why_not = _not_through_adapter(ctx, check)
+        if why_not:
+            raise NotGraded(why_not)
         note = checks.run_check_fn(test.fn, ctx, check, params)
         message = note or ""
     except NotGraded as exc:
@@ -260,7 +268,11 @@ def grade_challenge(challenge: Challenge, *, run: Run, worker: Worker, ref: Refe
         # a requirement that was not graded at all (worth 0 here: it cannot run through an adapter) gates nothing
         unmet = [r for r in check.requires if r in done and done[r].status != "passed"
                  and not (done[r].status == "skipped" and done[r].max_score == 0)]
-        if problem:
+        why_not = _not_through_adapter(ctx, check) if problem and ctx.package is not None else None
+        if why_not:  # worth 0 whether the package imports or not: a failed import does not raise the total
+            cr = CheckResult(id=check.id, kind=check.kind, status="skipped", score=0.0, max_score=0.0,
+                             title=check.title, message=f"not graded through {_adapters_file()}: {why_not}")
+        elif problem:
             cr = CheckResult(id=check.id, kind=check.kind, status="error", score=0.0, max_score=check.points,
                              title=check.title, message="not run: see the problem above")
         elif unmet:

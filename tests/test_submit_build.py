@@ -302,3 +302,17 @@ def test_gradcheck_a_wrong_backward_is_named_by_its_element(tmp_path, monkeypatc
     check, sizes = _gradcheck_with_calls(tmp_path, monkeypatch, source.replace(_RETURN, _RETURN + " * 1.01"))
     assert check.status == "failed" and max(sizes) > 4, (check.status, sizes)
     assert "element" in check.message and "analytically" in check.message and "numerically" in check.message
+
+
+def test_a_folder_whose_adapters_are_not_in_tests_names_where_they_are(tmp_path):
+    """A repository that moved CS336's adapters next to its code (src/cs336_basics/adapters.py, seen in a real one) is
+    no package the grader reads; the error said only that there is no layers.py."""
+    from validator.api import UsageError
+    from validator.submit import submit_build
+
+    (tmp_path / "src" / "cs336_basics").mkdir(parents=True)
+    (tmp_path / "src" / "cs336_basics" / "adapters.py").write_text("def run_linear(): ...\n")
+    with pytest.raises(UsageError) as caught:
+        submit_build(student=str(tmp_path), console=make_console(file=io.StringIO()))
+    assert "This folder holds src/cs336_basics/adapters.py: the grader reads CS336's tests/adapters.py" \
+        in str(caught.value), str(caught.value)

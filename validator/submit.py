@@ -88,6 +88,33 @@ class SubmitOptions:
     watch: bool = False  # `main` keeps regrading on each save (validator/watch.py); `submit_build` grades once
 
 
+def _adapters_elsewhere(student: str | Path | None, depth: int = 3) -> str:
+    """A sentence naming an ``adapters.py`` the folder holds elsewhere than CS336's ``tests/adapters.py``, the file
+    that makes a folder a package the grader reads (a repository that moved it next to its code), or ""."""
+    folder = Path(student) if student else None
+    if folder is None or not folder.is_dir():
+        return ""
+    found: list[str] = []
+    pending = [(folder, 0)]
+    while pending and len(found) < 3:
+        here, level = pending.pop()
+        try:
+            entries = sorted(here.iterdir())
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.startswith(".") or entry.name in ("node_modules", "__pycache__") or entry.is_symlink():
+                continue
+            if entry.is_dir() and level < depth:
+                pending.append((entry, level + 1))
+            elif entry.name == "adapters.py":
+                found.append(entry.relative_to(folder).as_posix())
+    if not found:
+        return ""
+    return (f". This folder holds {', '.join(found)}: the grader reads CS336's tests/adapters.py, at the root of the "
+            "repository, beside the package it imports (cs336_basics/): put the adapters there")
+
+
 def submit_build(*, console=None, **options: Any) -> tuple[int, Report | None]:
     """Grade and report; returns (exit status, report). ``options`` are :class:`SubmitOptions`' fields."""
     opts = SubmitOptions(**options)
@@ -104,7 +131,7 @@ def submit_build(*, console=None, **options: Any) -> tuple[int, Report | None]:
     if not student_file.exists():
         raise UsageError(f"no student file at {student_file} (pass --student PATH to a layers.py or its folder, or "
                          "to the root of your own package with a [tool.validator.map] table in its pyproject.toml or "
-                         "a --map file: see docs/packages.md)")
+                         "a --map file: see docs/packages.md)" + _adapters_elsewhere(opts.student))
     if student_file.suffix != ".py" or (not student_file.is_file() and not student_file.is_symlink()):
         raise UsageError(f"--student {opts.student}: {student_file} is not a Python file (pass a layers.py or the "
                          "folder that holds one)")

@@ -328,3 +328,15 @@ def test_precision_takes_float32_only_and_is_no_option_of_other_tests(tmp_path):
         path.write_text(base + bad + "\n")
         with pytest.raises(SpecError):
             load_challenge(path)
+
+
+def test_an_error_just_past_one_relative_ulp_shows_its_size_and_its_steps():
+    """Just below 1.0 float16's spacing halves: one relative ulp (eps x |expected|) is two representable values. A
+    real report said "more than 1 ulp ... (1 ulp)" for 1.004 ulp; it shows the figure and the steps."""
+    import torch
+
+    from validator.compare import rounding_mismatch
+
+    expected = torch.tensor([-0.995605, 0.5], dtype=torch.float16)
+    message = rounding_mismatch(torch.tensor([-0.996582, 0.5], dtype=torch.float16), expected)
+    assert "(1.004 ulp, 2 representable float16 values apart)" in message, message

@@ -176,6 +176,17 @@ def mismatch(actual: object, expected: torch.Tensor, *, atol: float, rtol: float
     return text
 
 
+def _steps_apart(got: float, want: float, dtype: torch.dtype) -> str:
+    """``, 2 representable values apart``: how far two values of a 16-bit float dtype are in its own steps (a
+    relative ulp of 1.004 just below 1.0 is two float16 steps, where the spacing halves)."""
+    if dtype not in (torch.float16, torch.bfloat16) or not (math.isfinite(got) and math.isfinite(want)):
+        return ""
+    bits = torch.tensor([got, want], dtype=dtype).view(torch.int16).to(torch.int64)
+    ordered = torch.where(bits < 0, -(bits & 0x7FFF), bits)  # sign-magnitude to a monotone integer line
+    steps = abs(int(ordered[0]) - int(ordered[1]))
+    return f", {steps} representable {str(dtype).removeprefix('torch.')} value{'s' * (steps != 1)} apart"
+
+
 def rounding_mismatch(actual: object, expected: torch.Tensor, *, ulps: int = 1, fraction: float = 0.02,
                       what: str = "output") -> str | None:
     """None when ``actual`` equals ``expected`` up to the rounding of ``expected``'s (reduced) precision.
@@ -218,7 +229,8 @@ def rounding_mismatch(actual: object, expected: torch.Tensor, *, ulps: int = 1, 
     if int(far.sum()):
         return (f"{what}: {int(far.sum())} of {n} elements are more than {ulps} ulp of {dtype} ({eps_text} relative) "
                 f"away from the reference evaluated on the same {dtype} inputs; {worst} "
-                f"({ulp_err.reshape(-1)[flat].item():.3g} ulp). A float32 computation rounded once to {dtype} is "
+                f"({ulp_err.reshape(-1)[flat].item():.4g} ulp{_steps_apart(got, want, expected.dtype)}). "
+                f"A float32 computation rounded once to {dtype} is "
                 f"within {ulps} ulp everywhere: more means {several}")
     return (f"{what}: {differ} of {n} elements ({100.0 * differ / n:.3g}%) differ from the reference evaluated on "
             f"the same {dtype} inputs, by one ulp of {dtype} ({eps_text} relative); {worst}. A float32 computation "

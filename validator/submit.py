@@ -91,6 +91,8 @@ class SubmitOptions:
 def _adapters_elsewhere(student: str | Path | None, depth: int = 3) -> str:
     """A sentence naming an ``adapters.py`` the folder holds elsewhere than CS336's ``tests/adapters.py``, the file
     that makes a folder a package the grader reads (a repository that moved it next to its code), or ""."""
+    from validator.package import _skipped_dir
+
     folder = Path(student) if student else None
     if folder is None or not folder.is_dir():
         return ""
@@ -103,11 +105,10 @@ def _adapters_elsewhere(student: str | Path | None, depth: int = 3) -> str:
         except OSError:
             continue
         for entry in entries:
-            if entry.name.startswith(".") or entry.name in ("node_modules", "__pycache__") or entry.is_symlink():
-                continue
-            if entry.is_dir() and level < depth:
-                pending.append((entry, level + 1))
-            elif entry.name == "adapters.py":
+            if entry.is_dir():  # the folders a package's intake never reads are not looked in either
+                if level < depth and not _skipped_dir(str(here), entry.name, level == 0):
+                    pending.append((entry, level + 1))
+            elif entry.name == "adapters.py" and not entry.is_symlink():
                 found.append(entry.relative_to(folder).as_posix())
     if not found:
         return ""

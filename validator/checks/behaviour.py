@@ -242,19 +242,19 @@ class ValuesParams(PrecisionParams):
 
     def check_against(self, challenge, check):
         problems = super().check_against(challenge, check)
-        for key, overrides in [("baseline", self.baseline)] + [(("explain", n), e.inputs)
-                                                               for n, e in enumerate(self.explain)]:
-            where = key if isinstance(key, tuple) else (key,)
+        # (where in the spec, the inputs it changes, the changes it may make, the rule that says so)
+        changes = [(("baseline",), self.baseline, {"dtype", "value"},
+                    "a baseline may only set `dtype` (tensors) or `value` (options)")]
+        changes += [(("explain", n), e.inputs, {"dtype", "value", "arange"},
+                     "an explanation may set `dtype` or `arange: true` (tensors) or `value` (options)")
+                    for n, e in enumerate(self.explain)]
+        for where, overrides, allowed, rule in changes:
             for name, override in overrides.items():
                 spec = challenge.inputs.get(name)
                 if spec is None:
                     problems.append(((*where, name), f"no input named {name!r} under `inputs`"))
-                elif key == "baseline" and set(override) - {"dtype", "value"}:
-                    problems.append(((*where, name), "a baseline may only set `dtype` (tensors) or `value` (options)"))
-                elif key != "baseline" and (set(override) - {"dtype", "value", "arange"}
-                                            or (override.get("arange") and spec.type == "value")):
-                    problems.append(((*where, name), "an explanation may set `dtype` or `arange: true` (tensors) or "
-                                                     "`value` (options)"))
+                elif set(override) - allowed or (override.get("arange") and spec.type == "value"):
+                    problems.append(((*where, name), rule))
         return problems
 
 

@@ -305,7 +305,7 @@ class StagedPackage:
                 setattr(parent, dotted.rpartition(".")[2], placeholder)
             if dotted == base:  # `import pkg.ext` / `from pkg.ext import f`: the placeholder is what it names
                 return placeholder if fromlist else sys.modules.get(base.partition(".")[0], placeholder)
-        return sys.modules.get(base) or self._real_import(name, globals, None, (), level)
+        return sys.modules.get(base)  # `from pkg import ext`: the package, which now holds the placeholder
 
     def _compiled_only(self, dotted: str) -> bool:
         """Whether a module of the package exists only as a compiled extension's stub or sources."""
